@@ -1,0 +1,235 @@
+//===- KilnOps.cpp - kiln operation verifiers -----------------------------===//
+//
+// The verifiers hold the shape facts of a Llama 2 decoder, so that a bad
+// config or a hand-edited module fails here, with the op and the fault named,
+// instead of producing wrong numbers later.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+/// True when two dimensions can be equal at run time.
+bool compatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Activations are [tokens, features]: the feature count must be static.
+LogicalResult verifyFeatures(Operation *op, Value v, StringRef what) {
+  if (tensorType(v).isDynamicDim(1))
+    return op->emitOpError() << what << " must have a static feature dimension";
+  return success();
+}
+
+LogicalResult verifySameElement(Operation *op, Value a, StringRef aName,
+                                Value b, StringRef bName) {
+  Type ea = tensorType(a).getElementType(), eb = tensorType(b).getElementType();
+  if (ea != eb)
+    return op->emitOpError() << aName << " element type " << ea
+                             << " differs from " << bName << " element type "
+                             << eb;
+  return success();
+}
+
+/// x·Wᵀ shapes, shared by kiln.linear and kiln.logits.
+LogicalResult verifyMatmul(Operation *op, Value input, Value weight,
+                           Value result) {
+  auto in = tensorType(input), w = tensorType(weight), out = tensorType(result);
+  if (failed(verifyFeatures(op, input, "input")))
+    return failure();
+  if (in.getDimSize(1) != w.getDimSize(1))
+    return op->emitOpError()
+           << "weight shape [" << w.getDimSize(0) << ", " << w.getDimSize(1)
+           << "] does not match the input: expected [N, " << in.getDimSize(1)
+           << "]";
+  if (!compatible(in.getDimSize(0), out.getDimSize(0)))
+    return op->emitOpError() << "result rows differ from input rows";
+  if (out.getDimSize(1) != w.getDimSize(0))
+    return op->emitOpError() << "result has " << out.getDimSize(1)
+                             << " columns, the weight gives "
+                             << w.getDimSize(0);
+  return success();
+}
+
+LogicalResult verifyLayer(Operation *op, int64_t layer, KVCacheType cache) {
+  if (layer < 0 || layer >= cache.getLayers())
+    return op->emitOpError() << "layer " << layer
+                             << " is outside the cache's " << cache.getLayers()
+                             << " layers";
+  return success();
+}
+
+LogicalResult verifySlot(Operation *op, Value v, StringRef what,
+                         KVCacheType cache) {
+  auto t = tensorType(v);
+  if (t.getDimSize(1) != cache.getSlotWidth())
+    return op->emitOpError()
+           << what << " width " << t.getDimSize(1)
+           << " differs from the cache's kv_heads * head_dim = "
+           << cache.getSlotWidth();
+  if (t.getElementType() != cache.getElementType())
+    return op->emitOpError() << what << " element type " << t.getElementType()
+                             << " differs from the cache's "
+                             << cache.getElementType();
+  return success();
+}
+} // namespace
+
+LogicalResult WeightOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty weight name";
+  if (!getType().hasStaticShape())
+    return emitOpError() << "weight '" << getName()
+                         << "' must have a static shape";
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  auto table = tensorType(getTable()), out = tensorType(getResult());
+  if (out.getDimSize(1) != table.getDimSize(1))
+    return emitOpError() << "result width " << out.getDimSize(1)
+                         << " differs from the table width "
+                         << table.getDimSize(1);
+  if (!compatible(out.getDimSize(0), tensorType(getTokens()).getDimSize(0)))
+    return emitOpError() << "result rows differ from the token count";
+  return verifySameElement(*this, getTable(), "table", getResult(), "result");
+}
+
+LogicalResult RMSNormOp::verify() {
+  if (failed(verifyFeatures(*this, getInput(), "input")))
+    return failure();
+  int64_t d = tensorType(getInput()).getDimSize(1);
+  if (tensorType(getWeight()).getDimSize(0) != d)
+    return emitOpError() << "weight has " << tensorType(getWeight()).getDimSize(0)
+                         << " elements, the input has " << d << " features";
+  if (getEpsilon().convertToDouble() <= 0)
+    return emitOpError() << "epsilon must be positive";
+  return verifySameElement(*this, getInput(), "input", getWeight(), "weight");
+}
+
+LogicalResult LinearOp::verify() {
+  if (failed(verifyMatmul(*this, getInput(), getWeight(), getResult())))
+    return failure();
+  if (failed(verifySameElement(*this, getInput(), "input", getWeight(),
+                               "weight")))
+    return failure();
+  return verifySameElement(*this, getInput(), "input", getResult(), "result");
+}
+
+LogicalResult LogitsOp::verify() {
+  if (failed(verifyMatmul(*this, getInput(), getWeight(), getResult())))
+    return failure();
+  return verifySameElement(*this, getInput(), "input", getWeight(), "weight");
+}
+
+LogicalResult RopeOp::verify() {
+  if (failed(verifyFeatures(*this, getInput(), "input")))
+    return failure();
+  int64_t d = tensorType(getInput()).getDimSize(1), heads = getHeads();
+  if (heads <= 0 || d % heads != 0)
+    return emitOpError() << "heads (" << heads
+                         << ") do not divide the hidden size (" << d << ")";
+  if ((d / heads) % 2 != 0)
+    return emitOpError() << "head_dim " << d / heads
+                         << " is odd: RoPE rotates pairs of dimensions";
+  if (getTheta().convertToDouble() <= 0)
+    return emitOpError() << "theta must be positive";
+  if (!compatible(tensorType(getInput()).getDimSize(0),
+                  tensorType(getPositions()).getDimSize(0)))
+    return emitOpError() << "positions differ in count from the input rows";
+  return success();
+}
+
+LogicalResult QKOp::verify() {
+  if (failed(verifyFeatures(*this, getQuery(), "query")) ||
+      failed(verifyFeatures(*this, getKeys(), "keys")))
+    return failure();
+  int64_t heads = getHeads(), kvHeads = getKvHeads();
+  int64_t qWidth = tensorType(getQuery()).getDimSize(1);
+  int64_t kWidth = tensorType(getKeys()).getDimSize(1);
+  if (heads <= 0 || qWidth % heads != 0)
+    return emitOpError() << "heads (" << heads
+                         << ") do not divide the hidden size (" << qWidth
+                         << ")";
+  if (kvHeads <= 0 || heads % kvHeads != 0)
+    return emitOpError() << "kv_heads (" << kvHeads
+                         << ") do not divide heads (" << heads << ")";
+  int64_t headDim = qWidth / heads;
+  if (kWidth != kvHeads * headDim)
+    return emitOpError() << "keys width " << kWidth << " differs from kv_heads * "
+                         << "head_dim = " << kvHeads * headDim;
+  if (getScale().convertToDouble() <= 0)
+    return emitOpError() << "scale must be positive";
+  auto out = tensorType(getResult());
+  if (out.getDimSize(0) != heads ||
+      !compatible(out.getDimSize(1), tensorType(getQuery()).getDimSize(0)) ||
+      !compatible(out.getDimSize(2), tensorType(getKeys()).getDimSize(0)))
+    return emitOpError() << "result must be [heads, queries, keys]";
+  return success();
+}
+
+LogicalResult CausalMaskOp::verify() {
+  if (!compatible(tensorType(getScores()).getDimSize(1),
+                  tensorType(getPositions()).getDimSize(0)))
+    return emitOpError() << "positions differ in count from the queries";
+  return success();
+}
+
+LogicalResult PVOp::verify() {
+  if (failed(verifyFeatures(*this, getValues(), "values")))
+    return failure();
+  auto probs = tensorType(getProbs()), values = tensorType(getValues()),
+       out = tensorType(getResult());
+  int64_t heads = probs.getDimSize(0), kvHeads = getKvHeads();
+  if (ShapedType::isDynamic(heads))
+    return emitOpError() << "probs must have a static head count";
+  if (kvHeads <= 0 || heads % kvHeads != 0)
+    return emitOpError() << "kv_heads (" << kvHeads
+                         << ") do not divide heads (" << heads << ")";
+  if (values.getDimSize(1) % kvHeads != 0)
+    return emitOpError() << "kv_heads (" << kvHeads
+                         << ") do not divide the values width ("
+                         << values.getDimSize(1) << ")";
+  if (!compatible(probs.getDimSize(2), values.getDimSize(0)))
+    return emitOpError() << "probs keys differ in count from the values rows";
+  int64_t headDim = values.getDimSize(1) / kvHeads;
+  if (out.getDimSize(1) != heads * headDim ||
+      !compatible(out.getDimSize(0), probs.getDimSize(1)))
+    return emitOpError() << "result must be [queries, heads * head_dim] = [?, "
+                         << heads * headDim << "]";
+  return verifySameElement(*this, getValues(), "values", getResult(), "result");
+}
+
+LogicalResult KVWriteOp::verify() {
+  auto cache = cast<KVCacheType>(getCache().getType());
+  if (failed(verifyLayer(*this, getLayer(), cache)) ||
+      failed(verifySlot(*this, getKeys(), "keys", cache)) ||
+      failed(verifySlot(*this, getValues(), "values", cache)))
+    return failure();
+  int64_t s = tensorType(getPositions()).getDimSize(0);
+  if (!compatible(tensorType(getKeys()).getDimSize(0), s) ||
+      !compatible(tensorType(getValues()).getDimSize(0), s))
+    return emitOpError() << "keys, values and positions differ in count";
+  return success();
+}
+
+LogicalResult KVReadOp::verify() {
+  auto cache = cast<KVCacheType>(getCache().getType());
+  if (failed(verifyLayer(*this, getLayer(), cache)) ||
+      failed(verifySlot(*this, getKeys(), "keys", cache)) ||
+      failed(verifySlot(*this, getValues(), "values", cache)))
+    return failure();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "ir/KilnOps.cpp.inc"

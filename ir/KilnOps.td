@@ -1,0 +1,317 @@
+//===- KilnOps.td - kiln operations ------------------------*- tablegen -*-===//
+//
+// One Llama 2 decoder at tensor level. Shapes in the descriptions use
+//   S = new tokens, T = visible keys, D = hidden size, H = heads,
+//   Hkv = kv heads, Dh = head dim, F = ffn size, V = vocab size.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_OPS_TD
+#define KILN_OPS_TD
+
+include "ir/KilnDialect.td"
+include "ir/KilnAttrs.td"
+include "ir/KilnTypes.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Kiln_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Kiln_Dialect, mnemonic, traits>;
+
+def Kiln_Float : AnyTypeOf<[F16, BF16, F32]>;
+def Kiln_Activation : 2DTensorOf<[F16, BF16, F32]>;   // [S, features]
+def Kiln_Vector : 1DTensorOf<[F16, BF16, F32]>;       // [D]
+def Kiln_Matrix : 2DTensorOf<[F16, BF16, F32]>;       // [N, K]
+def Kiln_Scores : 3DTensorOf<[F32]>;                  // [H, S, T]
+def Kiln_Positions : 1DTensorOf<[I32]>;               // [S]
+
+//===----------------------------------------------------------------------===//
+// Weights and embedding
+//===----------------------------------------------------------------------===//
+
+def Kiln_WeightOp : Kiln_Op<"weight", [Pure]> {
+  let summary = "a model weight, referenced by its checkpoint name";
+  let description = [{
+    Stands for the checkpoint tensor `name` with the static shape and the
+    storage element type of the result. The values are never part of the IR:
+    the runtime reads them from the model's safetensors files.
+
+    ```mlir
+    %w = kiln.weight "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xf16>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs RankedTensorOf<[F16, BF16, F32]>:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
+  let summary = "looks up the embedding row of each token";
+  let description = [{
+    `result[s, :] = table[tokens[s], :]`; table `[V, D]`, tokens `[S]`,
+    result `[S, D]`. Token ids outside `[0, V)` are undefined behaviour at
+    this level; the runtime checks prompts before they get here.
+
+    ```mlir
+    %h = kiln.embedding %table[%tokens] : tensor<32000x4096xf16>, tensor<?xi32> -> tensor<?x4096xf16>
+    ```
+  }];
+  let arguments = (ins Kiln_Matrix:$table, Kiln_Positions:$tokens);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = [{
+    $table `[` $tokens `]` attr-dict `:` type($table) `,` type($tokens) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Norm and matmuls
+//===----------------------------------------------------------------------===//
+
+def Kiln_RMSNormOp : Kiln_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "RMSNorm over the feature dimension";
+  let description = [{
+    `result[s, :] = input[s, :] / sqrt(mean(input[s, :]^2) + epsilon) * weight`,
+    accumulated in float32. input `[S, D]`, weight `[D]`.
+
+    ```mlir
+    %x = kiln.rms_norm %h, %w eps = 1.000000e-05 : tensor<?x4096xf16>, tensor<4096xf16>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$input, Kiln_Vector:$weight, F64Attr:$epsilon);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` `=` $epsilon attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_LinearOp : Kiln_Op<"linear", [Pure]> {
+  let summary = "x·Wᵀ against a named weight";
+  let description = [{
+    `result = input · weightᵀ` with float32 accumulation; input `[S, K]`,
+    weight `[N, K]` (the Hugging Face `nn.Linear` layout), result `[S, N]`.
+
+    ```mlir
+    %q = kiln.linear %x, %wq : tensor<?x4096xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$input, Kiln_Matrix:$weight);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_LogitsOp : Kiln_Op<"logits", [Pure]> {
+  let summary = "the LM head: float32 logits over the vocabulary";
+  let description = [{
+    `result = input · weightᵀ` in float32; input `[S, D]`, weight `[V, D]`,
+    result `[S, V]` f32.
+
+    ```mlir
+    %l = kiln.logits %x, %w : tensor<?x4096xf16>, tensor<32000x4096xf16> -> tensor<?x32000xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$input, Kiln_Matrix:$weight);
+  let results = (outs 2DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Kiln_RopeOp : Kiln_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "rotary position embedding, per head";
+  let description = [{
+    Rotates each pair of dimensions of each of the `heads` heads of
+    `input [S, heads*Dh]` by `positions[s] * theta^(-2i/Dh)`. `layout` says
+    which dimensions pair: `rotate_half` pairs `(i, i + Dh/2)` as in Hugging
+    Face checkpoints, `interleaved` pairs `(2i, 2i + 1)` as in Meta's.
+
+    ```mlir
+    %qr = kiln.rope %q at %pos heads = 32, theta = 1.000000e+04, layout = rotate_half : tensor<?x4096xf16>, tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$input, Kiln_Positions:$positions,
+                       I64Attr:$heads, F64Attr:$theta, Kiln_RopeLayoutAttr:$layout);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = [{
+    $input `at` $positions `heads` `=` $heads `,` `theta` `=` $theta `,` `layout` `=` $layout
+    attr-dict `:` type($input) `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_QKOp : Kiln_Op<"qk", [Pure]> {
+  let summary = "attention scores Q·Kᵀ times a scale, per head";
+  let description = [{
+    `result[h, s, t] = scale * dot(query[s, head h], keys[t, kv head h / (heads / kv_heads)])`
+    in float32. query `[S, heads*Dh]`, keys `[T, kv_heads*Dh]`, result
+    `[heads, S, T]` f32. Grouped-query attention reads each kv head for
+    `heads / kv_heads` query heads without copying it.
+
+    ```mlir
+    %s = kiln.qk %q, %k heads = 32, kv_heads = 8, scale = 0.088388 : tensor<?x4096xf16>, tensor<?x1024xf16> -> tensor<32x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$query, Kiln_Activation:$keys,
+                       I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale);
+  let results = (outs Kiln_Scores:$result);
+  let assemblyFormat = [{
+    $query `,` $keys `heads` `=` $heads `,` `kv_heads` `=` $kv_heads `,` `scale` `=` $scale
+    attr-dict `:` type($query) `,` type($keys) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_CausalMaskOp : Kiln_Op<"causal_mask", [Pure, AllTypesMatch<["scores", "result"]>]> {
+  let summary = "hides the keys after each query's position";
+  let description = [{
+    `result[h, s, t] = t <= positions[s] ? scores[h, s, t] : -inf`: key `t`
+    sits at position `t` of the sequence, query `s` at `positions[s]`.
+
+    ```mlir
+    %m = kiln.causal_mask %s at %pos : tensor<32x?x?xf32>, tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Kiln_Scores:$scores, Kiln_Positions:$positions);
+  let results = (outs Kiln_Scores:$result);
+  let assemblyFormat = [{
+    $scores `at` $positions attr-dict `:` type($scores) `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_SoftmaxOp : Kiln_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "softmax over the last dimension, in float32";
+  let description = [{
+    `result[h, s, :] = exp(x - max(x)) / sum(exp(x - max(x)))` with
+    `x = scores[h, s, :]`; the row maximum is always subtracted, so the
+    exponentials never overflow. Rows that are entirely -inf are undefined.
+
+    ```mlir
+    %p = kiln.softmax %m : tensor<32x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Scores:$scores);
+  let results = (outs Kiln_Scores:$result);
+  let assemblyFormat = "$scores attr-dict `:` type($scores)";
+}
+
+def Kiln_PVOp : Kiln_Op<"pv", [Pure]> {
+  let summary = "attention output: probabilities times values, heads merged";
+  let description = [{
+    `result[s, head h] = sum_t probs[h, s, t] * values[t, kv head h / (H / kv_heads)]`
+    in float32. probs `[H, S, T]`, values `[T, kv_heads*Dh]`, result
+    `[S, H*Dh]` with the heads side by side (ready for o_proj).
+
+    ```mlir
+    %a = kiln.pv %p, %v kv_heads = 8 : tensor<32x?x?xf32>, tensor<?x1024xf16> -> tensor<?x4096xf16>
+    ```
+  }];
+  let arguments = (ins Kiln_Scores:$probs, Kiln_Activation:$values, I64Attr:$kv_heads);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = [{
+    $probs `,` $values `kv_heads` `=` $kv_heads attr-dict `:` type($probs) `,` type($values) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// KV cache
+//===----------------------------------------------------------------------===//
+
+def Kiln_KVWriteOp : Kiln_Op<"kv_write", [Pure, AllTypesMatch<["cache", "result"]>]> {
+  let summary = "writes the new tokens' keys and values into one layer's cache";
+  let description = [{
+    Returns `cache` with `keys[s]` and `values[s]` (each `[S, kv_heads*Dh]`)
+    stored in slot `positions[s]` of layer `layer`. Keys are written after
+    RoPE, so they are rotated once, when they enter the cache.
+
+    ```mlir
+    %c1 = kiln.kv_write %k, %v into %c0[0] at %pos : tensor<?x1024xf16>, tensor<?x1024xf16>, tensor<?xi32>, !kiln.kv_cache<layers = 32, capacity = 4096, kv_heads = 8, head_dim = 128, element_type = f16>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$keys, Kiln_Activation:$values,
+                       Kiln_KVCacheType:$cache, I64Attr:$layer, Kiln_Positions:$positions);
+  let results = (outs Kiln_KVCacheType:$result);
+  let assemblyFormat = [{
+    $keys `,` $values `into` $cache `[` $layer `]` `at` $positions attr-dict `:`
+    type($keys) `,` type($values) `,` type($positions) `,` qualified(type($cache))
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_KVReadOp : Kiln_Op<"kv_read", [Pure]> {
+  let summary = "reads one layer's keys and values up to the newest position";
+  let description = [{
+    Returns slots `0 .. max(positions)` of layer `layer`: keys and values
+    `[T, kv_heads*Dh]` with `T = max(positions) + 1`.
+
+    ```mlir
+    %k, %v = kiln.kv_read %c1[0] upto %pos : !kiln.kv_cache<layers = 32, capacity = 4096, kv_heads = 8, head_dim = 128, element_type = f16>, tensor<?xi32> -> tensor<?x1024xf16>, tensor<?x1024xf16>
+    ```
+  }];
+  let arguments = (ins Kiln_KVCacheType:$cache, I64Attr:$layer, Kiln_Positions:$positions);
+  let results = (outs Kiln_Activation:$keys, Kiln_Activation:$values);
+  let assemblyFormat = [{
+    $cache `[` $layer `]` `upto` $positions attr-dict `:` qualified(type($cache)) `,` type($positions)
+    `->` type($keys) `,` type($values)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+def Kiln_SiLUOp : Kiln_Op<"silu", [Pure, SameOperandsAndResultType]> {
+  let summary = "x·sigmoid(x), elementwise";
+  let description = [{
+    ```mlir
+    %a = kiln.silu %g : tensor<?x11008xf16>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$input);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+class Kiln_BinaryOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = what # ", elementwise";
+  let arguments = (ins Kiln_Activation:$lhs, Kiln_Activation:$rhs);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "product"> {
+  let description = [{
+    The SwiGLU product `silu(gate) * up`.
+
+    ```mlir
+    %m = kiln.mul %a, %u : tensor<?x11008xf16>
+    ```
+  }];
+}
+
+def Kiln_AddOp : Kiln_BinaryOp<"add", "sum"> {
+  let description = [{
+    The residual connections.
+
+    ```mlir
+    %h1 = kiln.add %h, %o : tensor<?x4096xf16>
+    ```
+  }];
+}
+
+#endif // KILN_OPS_TD

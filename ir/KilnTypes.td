@@ -1,0 +1,32 @@
+//===- KilnTypes.td - kiln types ---------------------------*- tablegen -*-===//
+
+#ifndef KILN_TYPES_TD
+#define KILN_TYPES_TD
+
+include "ir/KilnDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Kiln_KVCacheType : TypeDef<Kiln_Dialect, "KVCache"> {
+  let mnemonic = "kv_cache";
+  let summary = "the keys and values of every layer for one sequence";
+  let description = [{
+    A value standing for the KV cache of one sequence: for each of `layers`
+    decoder layers, `capacity` token slots of keys and of values, each slot
+    `kv_heads * head_dim` elements of `element_type`. kiln.kv_write returns
+    the updated cache, so the order of writes and reads is plain data flow.
+
+    Example: `!kiln.kv_cache<layers = 2, capacity = 128, kv_heads = 2,
+    head_dim = 16, element_type = f16>`
+  }];
+  let parameters = (ins "int64_t":$layers, "int64_t":$capacity,
+                        "int64_t":$kv_heads, "int64_t":$head_dim,
+                        "::mlir::Type":$element_type);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Elements of one token slot: kv_heads * head_dim.
+    int64_t getSlotWidth() const { return getKvHeads() * getHeadDim(); }
+  }];
+}
+
+#endif // KILN_TYPES_TD
