@@ -1,0 +1,209 @@
+//===- LlamaToKiln.cpp - build kiln IR for a Llama 2 model ----------------===//
+//
+// One decoder layer, as Meta's llama/model.py and Hugging Face's
+// modeling_llama.py compute it (shapes per the KilnOps.td legend):
+//
+//   x  = rms_norm(h, input_layernorm)              [S, D]
+//   q  = rope(x·Wqᵀ)  k = rope(x·Wkᵀ)  v = x·Wvᵀ    [S, H*Dh] [S, Hkv*Dh]
+//   cache[layer, positions] = k, v
+//   K, V = cache[layer, 0 .. max(positions)]       [T, Hkv*Dh]
+//   a  = softmax(mask(q·Kᵀ / sqrt(Dh))) · V         [S, H*Dh]
+//   h  = h + a·Woᵀ
+//   x  = rms_norm(h, post_attention_layernorm)
+//   h  = h + (silu(x·Wgᵀ) * x·Wuᵀ)·Wdᵀ               [S, D]
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/LlamaToKiln.h"
+#include "ir/KilnOps.h"
+
+#include "absl/strings/str_cat.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+#include <map>
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+class LlamaBuilder {
+public:
+  LlamaBuilder(MLIRContext &ctx, const LlamaConfig &c,
+               const FrontendOptions &opts)
+      : b(&ctx), c(c), opts(opts) {
+    if (opts.dtype == "f32")
+      et = b.getF32Type();
+    else if (opts.dtype == "bf16")
+      et = b.getBF16Type();
+    else
+      et = b.getF16Type();
+    cacheType = KVCacheType::get(&ctx, c.numLayers, c.maxPositions,
+                                 c.numKVHeads, c.headDim(), et);
+  }
+
+  /// Adds `func.func @name` over `seq` new tokens (dynamic for prefill).
+  void buildFunction(ModuleOp module, StringRef name, int64_t seq) {
+    auto tokensType = RankedTensorType::get({seq}, b.getI32Type());
+    auto logitsType = RankedTensorType::get({seq, c.vocabSize}, b.getF32Type());
+    auto fnType = b.getFunctionType({tokensType, tokensType, cacheType},
+                                    {logitsType, cacheType});
+    b.setInsertionPointToEnd(module.getBody());
+    auto fn = b.create<func::FuncOp>(loc("model"), name, fnType);
+    b.setInsertionPointToStart(fn.addEntryBlock());
+    Value tokens = fn.getArgument(0);    // [S] i32
+    positions = fn.getArgument(1);       // [S] i32
+    Value cache = fn.getArgument(2);
+    this->seq = seq;
+
+    Value table = weight("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
+    Value h = b.create<EmbeddingOp>(loc("model.embed_tokens"),
+                                    act(c.hiddenSize), table, tokens);
+    for (int64_t l = 0; l < c.numLayers; ++l)
+      h = layer(l, h, cache);
+    Value x = rmsNorm("model.norm", h);
+    std::string head = c.tieWordEmbeddings ? "model.embed_tokens.weight"
+                                           : "lm_head.weight";
+    Value logits = b.create<LogitsOp>(
+        loc("lm_head"), logitsType, x,
+        weight(head, {c.vocabSize, c.hiddenSize}));
+    b.create<func::ReturnOp>(loc("model"), ValueRange{logits, cache});
+  }
+
+private:
+  Location loc(StringRef name) {
+    return NameLoc::get(b.getStringAttr(name));
+  }
+
+  /// [S, width] activation of the storage type.
+  RankedTensorType act(int64_t width, Type elem = {}) {
+    return RankedTensorType::get({seq, width}, elem ? elem : et);
+  }
+
+  Value weight(const std::string &name, ArrayRef<int64_t> shape) {
+    return b.create<WeightOp>(loc(name), RankedTensorType::get(shape, et),
+                              name);
+  }
+
+  Value rmsNorm(const std::string &module, Value x) {
+    Value w = weight(module + ".weight", {c.hiddenSize});
+    return b.create<RMSNormOp>(loc(module), x.getType(), x, w,
+                               b.getF64FloatAttr(c.rmsNormEps));
+  }
+
+  Value linear(const std::string &module, Value x, int64_t out) {
+    int64_t in = cast<RankedTensorType>(x.getType()).getDimSize(1);
+    return b.create<LinearOp>(loc(module), act(out), x,
+                              weight(module + ".weight", {out, in}));
+  }
+
+  Value layer(int64_t l, Value h, Value &cache) {
+    std::string p = absl::StrCat("model.layers.", l, ".");
+    std::string attn = p + "self_attn";
+    int64_t qWidth = c.numHeads * c.headDim();
+    int64_t kvWidth = c.numKVHeads * c.headDim();
+
+    Value x = rmsNorm(p + "input_layernorm", h);
+    Value q = linear(attn + ".q_proj", x, qWidth);
+    Value k = linear(attn + ".k_proj", x, kvWidth);
+    Value v = linear(attn + ".v_proj", x, kvWidth);
+    auto layout = RopeLayoutAttr::get(b.getContext(), opts.ropeLayout);
+    auto theta = b.getF64FloatAttr(c.ropeTheta);
+    Location rope = loc(attn + ".rotary_emb");
+    q = b.create<RopeOp>(rope, q.getType(), q, positions,
+                         b.getI64IntegerAttr(c.numHeads), theta, layout);
+    k = b.create<RopeOp>(rope, k.getType(), k, positions,
+                         b.getI64IntegerAttr(c.numKVHeads), theta, layout);
+
+    Location at = loc(attn);
+    auto layerAttr = b.getI64IntegerAttr(l);
+    cache = b.create<KVWriteOp>(at, cacheType, k, v, cache, layerAttr,
+                                positions);
+    auto kvType = RankedTensorType::get({ShapedType::kDynamic, kvWidth}, et);
+    auto read = b.create<KVReadOp>(at, kvType, kvType, cache, layerAttr,
+                                   positions);
+    auto scoresType = RankedTensorType::get(
+        {c.numHeads, seq, ShapedType::kDynamic}, b.getF32Type());
+    Value s = b.create<QKOp>(at, scoresType, q, read.getKeys(),
+                             b.getI64IntegerAttr(c.numHeads),
+                             b.getI64IntegerAttr(c.numKVHeads),
+                             b.getF64FloatAttr(1.0 / std::sqrt(double(c.headDim()))));
+    s = b.create<CausalMaskOp>(at, scoresType, s, positions);
+    s = b.create<SoftmaxOp>(at, scoresType, s);
+    Value a = b.create<PVOp>(at, act(qWidth), s, read.getValues(),
+                             b.getI64IntegerAttr(c.numKVHeads));
+    Value o = linear(attn + ".o_proj", a, c.hiddenSize);
+    h = b.create<AddOp>(loc(p + "residual"), h.getType(), h, o);
+
+    std::string mlp = p + "mlp";
+    x = rmsNorm(p + "post_attention_layernorm", h);
+    Value g = linear(mlp + ".gate_proj", x, c.intermediateSize);
+    Value u = linear(mlp + ".up_proj", x, c.intermediateSize);
+    g = b.create<SiLUOp>(loc(mlp + ".act_fn"), g.getType(), g);
+    Value m = b.create<MulOp>(loc(mlp), g.getType(), g, u);
+    Value d = linear(mlp + ".down_proj", m, c.hiddenSize);
+    return b.create<AddOp>(loc(p + "residual"), h.getType(), h, d);
+  }
+
+  OpBuilder b;
+  const LlamaConfig &c;
+  const FrontendOptions &opts;
+  Type et;
+  KVCacheType cacheType;
+  Value positions;
+  int64_t seq = 0;
+};
+
+} // namespace
+
+OwningOpRef<ModuleOp> buildLlamaModule(MLIRContext &ctx,
+                                       const LlamaConfig &config,
+                                       const FrontendOptions &opts,
+                                       StringRef modelName) {
+  ctx.loadDialect<KilnDialect, func::FuncDialect>();
+  OpBuilder b(&ctx);
+  OwningOpRef<ModuleOp> module =
+      ModuleOp::create(NameLoc::get(b.getStringAttr(modelName)));
+  NamedAttrList cfg;
+  cfg.append("hidden_size", b.getI64IntegerAttr(config.hiddenSize));
+  cfg.append("intermediate_size", b.getI64IntegerAttr(config.intermediateSize));
+  cfg.append("num_hidden_layers", b.getI64IntegerAttr(config.numLayers));
+  cfg.append("num_attention_heads", b.getI64IntegerAttr(config.numHeads));
+  cfg.append("num_key_value_heads", b.getI64IntegerAttr(config.numKVHeads));
+  cfg.append("vocab_size", b.getI64IntegerAttr(config.vocabSize));
+  cfg.append("max_position_embeddings",
+             b.getI64IntegerAttr(config.maxPositions));
+  cfg.append("rms_norm_eps", b.getF64FloatAttr(config.rmsNormEps));
+  cfg.append("rope_theta", b.getF64FloatAttr(config.ropeTheta));
+  (*module)->setAttr("kiln.model", b.getStringAttr(modelName));
+  (*module)->setAttr("kiln.config", cfg.getDictionary(&ctx));
+
+  LlamaBuilder builder(ctx, config, opts);
+  builder.buildFunction(*module, "prefill", ShapedType::kDynamic);
+  builder.buildFunction(*module, "decode", 1);
+  return module;
+}
+
+absl::StatusOr<std::vector<WeightSpec>> collectWeights(ModuleOp module) {
+  std::vector<WeightSpec> specs;
+  std::map<std::string, size_t> seen;
+  absl::Status status = absl::OkStatus();
+  module.walk([&](WeightOp op) {
+    std::string name = op.getName().str();
+    std::vector<int64_t> shape(op.getType().getShape().begin(),
+                               op.getType().getShape().end());
+    auto [it, inserted] = seen.emplace(name, specs.size());
+    if (inserted)
+      specs.push_back({name, shape});
+    else if (specs[it->second].shape != shape && status.ok())
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "weight '", name, "' is used with two shapes, ",
+          shapeString(specs[it->second].shape), " and ", shapeString(shape)));
+  });
+  if (!status.ok())
+    return status;
+  return specs;
+}
+
+} // namespace kiln

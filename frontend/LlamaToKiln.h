@@ -1,0 +1,40 @@
+//===- LlamaToKiln.h - a Llama 2 config to kiln IR --------------*- C++ -*-===//
+#ifndef KILN_FRONTEND_LLAMATOKILN_H
+#define KILN_FRONTEND_LLAMATOKILN_H
+
+#include "ir/KilnDialect.h"
+#include "runtime/ModelConfig.h"
+#include "runtime/Weights.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct FrontendOptions {
+  /// Storage type of weights and activations: f16, bf16 or f32.
+  std::string dtype = "f16";
+  /// Pair layout of the q/k projection rows; Hugging Face folders are
+  /// rotate_half.
+  RopeLayout ropeLayout = RopeLayout::rotate_half;
+};
+
+/// Builds the module: `func.func @prefill` (a run of S new tokens, S
+/// dynamic) and `func.func @decode` (one token), each taking
+/// (tokens, positions, kv cache) and returning (logits f32, kv cache).
+/// Locations are the Hugging Face module names.
+mlir::OwningOpRef<mlir::ModuleOp> buildLlamaModule(mlir::MLIRContext &ctx,
+                                                   const LlamaConfig &config,
+                                                   const FrontendOptions &opts,
+                                                   llvm::StringRef modelName);
+
+/// The weights a module references, once each, in order of first use.
+/// Fails when one name is used with two shapes.
+absl::StatusOr<std::vector<WeightSpec>> collectWeights(mlir::ModuleOp module);
+
+} // namespace kiln
+
+#endif // KILN_FRONTEND_LLAMATOKILN_H

@@ -1,0 +1,59 @@
+//===- ModelSource.cpp ----------------------------------------------------===//
+#include "frontend/ModelSource.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+namespace kiln {
+namespace fs = std::filesystem;
+
+std::string modelsDir() {
+  if (const char *dir = std::getenv("KILN_MODELS_DIR"); dir && *dir)
+    return dir;
+  return KILN_MODELS_DIR;
+}
+
+std::vector<std::string> presetNames() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(modelsDir(), ec))
+    if (fs::is_regular_file(entry.path() / "config.json", ec))
+      names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
+  ModelSource src;
+  src.name = arg;
+  std::error_code ec;
+  if (fs::is_directory(arg, ec)) {
+    src.folder = arg;
+  } else if (arg.find('/') == std::string::npos && !arg.empty() &&
+             arg[0] != '.' &&
+             fs::is_regular_file(fs::path(modelsDir()) / arg / "config.json",
+                                 ec)) {
+    src.folder = (fs::path(modelsDir()) / arg).string();
+    src.isPreset = true;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(arg, ": not a model folder, and no preset has that name "
+                          "(presets: ",
+                     absl::StrJoin(presetNames(), ", "), ")"));
+  }
+  std::string config = (fs::path(src.folder) / "config.json").string();
+  if (!fs::exists(config, ec))
+    return absl::InvalidArgumentError(
+        absl::StrCat(config, ": missing (a model folder needs config.json)"));
+  auto parsed = loadLlamaConfig(config);
+  if (!parsed.ok())
+    return parsed.status();
+  src.config = *parsed;
+  return src;
+}
+
+} // namespace kiln

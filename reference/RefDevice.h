@@ -1,0 +1,56 @@
+//===- RefDevice.h - the fp32 reference interpreter of kiln IR --*- C++ -*-===//
+//
+// The `ref` device runs kiln IR directly, op by op, in float32, whatever the
+// storage type in the IR says. It is the executable meaning of the dialect:
+// slow, simple, and checked against Meta's logits. It interprets MLIR, so it
+// lives on the compiler side; the runtime library stays free of MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_REFERENCE_REFDEVICE_H
+#define KILN_REFERENCE_REFDEVICE_H
+
+#include "runtime/Device.h"
+#include "runtime/Weights.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class RefDevice : public Device {
+public:
+  /// `module` must hold @prefill and @decode; `weights` must already have
+  /// passed WeightSet::check against collectWeights(module).
+  static absl::StatusOr<std::unique_ptr<RefDevice>>
+  create(mlir::ModuleOp module, const WeightSet &weights);
+
+  std::string name() const override { return "ref"; }
+  absl::StatusOr<std::vector<float>>
+  prefill(std::span<const int32_t> tokens,
+          std::span<const int32_t> positions) override;
+  absl::StatusOr<std::vector<float>> decode(int32_t token,
+                                            int32_t position) override;
+
+  /// Runs one function of the module; returns its logits [S, V].
+  absl::StatusOr<std::vector<float>> run(llvm::StringRef function,
+                                         std::span<const int32_t> tokens,
+                                         std::span<const int32_t> positions);
+
+private:
+  RefDevice(mlir::ModuleOp module) : module_(module) {}
+
+  mlir::ModuleOp module_;
+  /// Every weight the module names, converted to float32 once.
+  std::map<std::string, std::shared_ptr<std::vector<float>>> weights_;
+  /// The sequence's KV cache: per layer, [capacity, kv_heads*head_dim].
+  std::vector<std::vector<float>> keys_, values_;
+  int64_t capacity_ = 0, slotWidth_ = 0;
+};
+
+} // namespace kiln
+
+#endif // KILN_REFERENCE_REFDEVICE_H

@@ -1,0 +1,91 @@
+//===- DType.h - element types of stored tensors ----------------*- C++ -*-===//
+#ifndef KILN_RUNTIME_DTYPE_H
+#define KILN_RUNTIME_DTYPE_H
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace kiln {
+
+/// Element types that safetensors files hold for kiln: weights are F32, F16
+/// or BF16; token ids in logits dumps are I32.
+enum class DType { F32, F16, BF16, I32, I64 };
+
+constexpr size_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::I64:
+    return 8;
+  }
+  return 0;
+}
+
+constexpr const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "F32";
+  case DType::F16:
+    return "F16";
+  case DType::BF16:
+    return "BF16";
+  case DType::I32:
+    return "I32";
+  case DType::I64:
+    return "I64";
+  }
+  return "?";
+}
+
+inline std::optional<DType> parseDType(std::string_view s) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64})
+    if (std::string_view(dtypeName(t)) == s)
+      return t;
+  return std::nullopt;
+}
+
+constexpr bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+/// IEEE binary16 bits to float, exact (every half is a float).
+inline float halfToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) { // inf or nan
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) { // normal
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) { // zero
+    bits = sign;
+  } else { // subnormal: renormalize
+    exp = 113;
+    while (!(mant & 0x400)) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// bfloat16 bits are the top half of a float's.
+inline float bf16ToFloat(uint16_t b) {
+  uint32_t bits = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_DTYPE_H

@@ -1,0 +1,31 @@
+//===- Device.h - what every kiln device runs -------------------*- C++ -*-===//
+#ifndef KILN_RUNTIME_DEVICE_H
+#define KILN_RUNTIME_DEVICE_H
+
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// One sequence's forward passes on some device (ref, emu, cuda). The device
+/// owns the sequence's KV cache; positions say where each token goes in it.
+class Device {
+public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  /// Runs tokens[S] at positions[S]; returns logits [S, V] row-major.
+  virtual absl::StatusOr<std::vector<float>>
+  prefill(std::span<const int32_t> tokens,
+          std::span<const int32_t> positions) = 0;
+  /// Runs one token at one position; returns logits [V].
+  virtual absl::StatusOr<std::vector<float>> decode(int32_t token,
+                                                    int32_t position) = 0;
+};
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_DEVICE_H

@@ -1,0 +1,86 @@
+//===- Generate.cpp - greedy generation -----------------------------------===//
+#include "runtime/Generate.h"
+#include "runtime/SafeTensors.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <chrono>
+#include <numeric>
+
+namespace kiln {
+namespace {
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+} // namespace
+
+int32_t argmax(const float *row, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (row[i] > row[best])
+      best = i;
+  return int32_t(best);
+}
+
+absl::Status checkPrompt(const std::vector<int32_t> &prompt,
+                         int64_t maxNewTokens, int64_t vocab,
+                         int64_t maxPositions) {
+  if (prompt.empty())
+    return absl::InvalidArgumentError("--prompt-ids: the prompt is empty");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompt-ids: id ", prompt[i], " at index ", i,
+                       " is outside the vocabulary [0, ", vocab, ")"));
+  if (maxNewTokens < 0)
+    return absl::InvalidArgumentError(
+        "--max-new-tokens: must not be negative");
+  if (int64_t(prompt.size()) + maxNewTokens > maxPositions)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prompt-ids: the prompt (", prompt.size(), " tokens) plus ",
+        maxNewTokens, " new tokens exceeds max_position_embeddings (",
+        maxPositions, ")"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Generation> generateGreedy(Device &device,
+                                          const std::vector<int32_t> &prompt,
+                                          int64_t maxNewTokens, int64_t vocab) {
+  Generation g;
+  g.vocab = vocab;
+  g.prompt = prompt;
+  std::vector<int32_t> positions(prompt.size()); // [P]
+  std::iota(positions.begin(), positions.end(), 0);
+
+  auto start = std::chrono::steady_clock::now();
+  auto logits = device.prefill(prompt, positions);
+  if (!logits.ok())
+    return logits.status();
+  g.prefillSeconds = secondsSince(start);
+  g.prefillLogits = std::move(*logits);
+
+  int32_t next = argmax(&g.prefillLogits[(prompt.size() - 1) * vocab], vocab);
+  start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < maxNewTokens; ++i) {
+    g.tokens.push_back(next);
+    auto row = device.decode(next, int32_t(prompt.size() + i));
+    if (!row.ok())
+      return row.status();
+    g.decodeLogits.insert(g.decodeLogits.end(), row->begin(), row->end());
+    next = argmax(row->data(), vocab);
+  }
+  g.decodeSeconds = secondsSince(start);
+  return g;
+}
+
+absl::Status writeLogitsDump(const std::string &path, const Generation &g) {
+  int64_t p = int64_t(g.prompt.size()), n = int64_t(g.tokens.size());
+  return writeSafeTensors(
+      path, {{"prompt_tokens", DType::I32, {p}, g.prompt.data()},
+             {"prefill_logits", DType::F32, {p, g.vocab}, g.prefillLogits.data()},
+             {"decode_tokens", DType::I32, {n}, g.tokens.data()},
+             {"decode_logits", DType::F32, {n, g.vocab}, g.decodeLogits.data()}});
+}
+
+} // namespace kiln

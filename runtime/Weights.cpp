@@ -1,0 +1,130 @@
+//===- Weights.cpp - open a model folder's safetensors --------------------===//
+#include "runtime/Weights.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace kiln {
+namespace {
+absl::Status fault(const std::string &path, const std::string &what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+bool isFile(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/// Reads model.safetensors.index.json: tensor name -> shard file name.
+absl::StatusOr<std::map<std::string, std::string>>
+readIndex(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return fault(path, std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const std::exception &e) {
+    return fault(path, "not valid JSON");
+  }
+  auto it = json.is_object() ? json.find("weight_map") : json.end();
+  if (it == json.end() || !it->is_object())
+    return fault(path, "has no 'weight_map' object");
+  std::map<std::string, std::string> map;
+  for (auto &[name, file] : it->items()) {
+    if (!file.is_string())
+      return fault(path, absl::StrCat("weight_map entry '", name,
+                                      "' is not a file name"));
+    std::string f = file.get<std::string>();
+    // Shards sit beside the index; anything else is a broken or hostile map.
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+      return fault(path, absl::StrCat("weight_map entry '", name,
+                                      "' names '", f,
+                                      "', not a file in the folder"));
+    map.emplace(name, f);
+  }
+  return map;
+}
+} // namespace
+
+bool WeightSet::present(const std::string &folder) {
+  return isFile(folder + "/model.safetensors") ||
+         isFile(folder + "/model.safetensors.index.json");
+}
+
+absl::StatusOr<std::unique_ptr<WeightSet>>
+WeightSet::open(const std::string &folder) {
+  auto set = std::make_unique<WeightSet>();
+  std::string single = folder + "/model.safetensors";
+  std::string index = folder + "/model.safetensors.index.json";
+  if (isFile(single)) {
+    set->origin_ = single;
+    auto file = SafeTensorsFile::open(single);
+    if (!file.ok())
+      return file.status();
+    for (auto &[name, view] : (*file)->tensors())
+      set->byName_[name] = &view;
+    set->files_.push_back(std::move(*file));
+    return set;
+  }
+  if (!isFile(index))
+    return fault(folder, "has neither model.safetensors nor "
+                         "model.safetensors.index.json");
+  set->origin_ = index;
+  auto map = readIndex(index);
+  if (!map.ok())
+    return map.status();
+  std::map<std::string, SafeTensorsFile *> shards;
+  for (auto &[name, shard] : *map) {
+    SafeTensorsFile *&file = shards[shard];
+    if (!file) {
+      auto opened = SafeTensorsFile::open(folder + "/" + shard);
+      if (!opened.ok())
+        return opened.status();
+      file = opened->get();
+      set->files_.push_back(std::move(*opened));
+    }
+    const TensorView *view = file->find(name);
+    if (!view)
+      return fault(file->path(), absl::StrCat("has no tensor '", name,
+                                              "', which the index places "
+                                              "there"));
+    set->byName_[name] = view;
+  }
+  return set;
+}
+
+const TensorView *WeightSet::find(const std::string &name) const {
+  auto it = byName_.find(name);
+  return it == byName_.end() ? nullptr : it->second;
+}
+
+absl::Status WeightSet::check(const std::vector<WeightSpec> &specs) const {
+  for (const WeightSpec &spec : specs) {
+    const TensorView *t = find(spec.name);
+    if (!t)
+      return fault(origin_, absl::StrCat("missing weight '", spec.name, "'"));
+    if (!isFloat(t->dtype))
+      return fault(origin_, absl::StrCat("weight '", spec.name, "' has dtype ",
+                                         dtypeName(t->dtype),
+                                         "; weights must be F32, F16 or "
+                                         "BF16"));
+    if (t->shape != spec.shape)
+      return fault(origin_, absl::StrCat("weight '", spec.name, "' has shape ",
+                                         shapeString(t->shape),
+                                         ", the config needs ",
+                                         shapeString(spec.shape)));
+  }
+  return absl::OkStatus();
+}
+
+} // namespace kiln

@@ -1,0 +1,36 @@
+//===- Commands.h - the kiln subcommands ------------------------*- C++ -*-===//
+#ifndef KILN_TOOLS_KILN_COMMANDS_H
+#define KILN_TOOLS_KILN_COMMANDS_H
+
+#include "frontend/LlamaToKiln.h"
+#include "frontend/ModelSource.h"
+
+#include "absl/status/statusor.h"
+#include "llvm/Support/CommandLine.h"
+
+namespace kiln {
+
+extern llvm::cl::SubCommand compileCommand;
+extern llvm::cl::SubCommand runCommand;
+
+/// Each returns the process exit code: 0, 1 (bad input) or 2 (bad usage).
+int runCompile();
+int runRun();
+
+/// Resolves a model and builds its verified kiln module; when the folder has
+/// weights, checks their names and shapes (headers only) against the module.
+struct CompiledModel {
+  ModelSource source;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::vector<WeightSpec> weights;
+};
+absl::StatusOr<CompiledModel> compileModel(mlir::MLIRContext &ctx,
+                                           const std::string &model,
+                                           const FrontendOptions &opts);
+
+/// Prints "kiln: error: <message>" on stderr and returns `code`.
+int fail(const absl::Status &status, int code = 1);
+
+} // namespace kiln
+
+#endif // KILN_TOOLS_KILN_COMMANDS_H

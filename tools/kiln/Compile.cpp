@@ -1,0 +1,147 @@
+//===- Compile.cpp - kiln compile -----------------------------------------===//
+#include "ir/KilnOps.h"
+#include "runtime/AtomicFile.h"
+#include "runtime/DType.h"
+#include "tools/kiln/Commands.h"
+
+#include "absl/strings/str_cat.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+using namespace mlir;
+
+namespace kiln {
+
+cl::SubCommand compileCommand("compile", "Compile a model to kiln IR");
+
+namespace {
+cl::opt<std::string> model(cl::Positional, cl::desc("[MODEL]"),
+                           cl::init("tiny-gqa"), cl::sub(compileCommand));
+cl::opt<std::string> output("o", cl::desc("Write the kiln IR to this file"),
+                            cl::value_desc("file"), cl::sub(compileCommand));
+enum class Emit { Summary, Mlir };
+cl::opt<Emit> emit("emit", cl::desc("What to print on stdout"),
+                   cl::values(clEnumValN(Emit::Summary, "summary",
+                                         "what was compiled (default)"),
+                              clEnumValN(Emit::Mlir, "mlir", "the kiln IR")),
+                   cl::init(Emit::Summary), cl::sub(compileCommand));
+cl::opt<bool> printLocations("print-locations",
+                             cl::desc("Print each op's Hugging Face module "
+                                      "name with the IR"),
+                             cl::sub(compileCommand));
+} // namespace
+
+/// --dtype belongs to compile and run alike.
+cl::opt<std::string> dtypeFlag("dtype",
+                               cl::desc("Storage type: f16, bf16 or f32"),
+                               cl::init("f16"), cl::sub(compileCommand),
+                               cl::sub(runCommand));
+
+int fail(const absl::Status &status, int code) {
+  llvm::errs() << "kiln: error: " << std::string(status.message()) << "\n";
+  return code;
+}
+
+absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
+                                           const std::string &name,
+                                           const FrontendOptions &opts) {
+  auto source = resolveModel(name);
+  if (!source.ok())
+    return source.status();
+  CompiledModel out{*source, {}, {}};
+  out.module = buildLlamaModule(ctx, source->config, opts, source->name);
+  if (failed(verify(*out.module)))
+    return absl::InternalError(
+        absl::StrCat(name, ": the frontend built IR that does not verify"));
+  auto weights = collectWeights(*out.module);
+  if (!weights.ok())
+    return weights.status();
+  out.weights = std::move(*weights);
+  return out;
+}
+
+namespace {
+std::string mib(double bytes) {
+  return llvm::formatv("{0:F1} MiB", bytes / (1 << 20)).str();
+}
+
+void printSummary(CompiledModel &m, const FrontendOptions &opts) {
+  const LlamaConfig &c = m.source.config;
+  auto &os = llvm::outs();
+  os << "kiln: compiled " << m.source.name
+     << (m.source.isPreset ? " (preset)" : "") << " to kiln IR\n";
+  os << llvm::formatv("  model     llama, {0} layers, hidden {1}, {2} heads "
+                      "({3} kv), head dim {4}, ffn {5}, vocab {6}, context "
+                      "{7}\n",
+                      c.numLayers, c.hiddenSize, c.numHeads, c.numKVHeads,
+                      c.headDim(), c.intermediateSize, c.vocabSize,
+                      c.maxPositions);
+  for (auto fn : m.module->getOps<func::FuncOp>()) {
+    int64_t ops = 0, weights = 0;
+    fn.walk([&](Operation *op) {
+      if (isa<WeightOp>(op))
+        ++weights;
+      else if (op->getDialect() &&
+               op->getDialect()->getNamespace() == "kiln")
+        ++ops;
+    });
+    auto seq = cast<RankedTensorType>(fn.getArgumentTypes()[0]).getDimSize(0);
+    os << llvm::formatv("  @{0,-8} {1} kiln ops over {2} weights, {3}\n",
+                        fn.getName(), ops, weights,
+                        ShapedType::isDynamic(seq) ? std::string("S new tokens")
+                                                   : std::to_string(seq) +
+                                                         " new token");
+  }
+  double elems = 0;
+  for (const WeightSpec &w : m.weights) {
+    double n = 1;
+    for (int64_t d : w.shape)
+      n *= double(d);
+    elems += n;
+  }
+  double bytes = elems * (opts.dtype == "f32" ? 4 : 2);
+  os << llvm::formatv("  weights   {0} tensors, {1:F0} M parameters, {2} as "
+                      "{3} (named in the IR, not embedded)\n",
+                      m.weights.size(), elems / 1e6, mib(bytes), opts.dtype);
+}
+} // namespace
+
+int runCompile() {
+  FrontendOptions opts;
+  opts.dtype = dtypeFlag;
+  if (opts.dtype != "f16" && opts.dtype != "bf16" && opts.dtype != "f32")
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+                    "--dtype: '", opts.dtype, "' is not f16, bf16 or f32")),
+                2);
+  MLIRContext ctx;
+  auto compiled = compileModel(ctx, model, opts);
+  if (!compiled.ok())
+    return fail(compiled.status());
+  if (WeightSet::present(compiled->source.folder)) {
+    auto weights = WeightSet::open(compiled->source.folder);
+    if (!weights.ok())
+      return fail(weights.status());
+    if (absl::Status s = (*weights)->check(compiled->weights); !s.ok())
+      return fail(s);
+  }
+
+  OpPrintingFlags flags;
+  if (printLocations)
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  compiled->module->print(os, flags);
+  if (!output.empty())
+    if (absl::Status s = writeFileAtomically(output, text); !s.ok())
+      return fail(s);
+  if (emit == Emit::Mlir)
+    llvm::outs() << text;
+  else
+    printSummary(*compiled, opts);
+  return 0;
+}
+
+} // namespace kiln
