@@ -146,7 +146,7 @@ def Kiln_RopeOp : Kiln_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
                        I64Attr:$heads, F64Attr:$theta, Kiln_RopeLayoutAttr:$layout);
   let results = (outs Kiln_Activation:$result);
   let assemblyFormat = [{
-    $input `at` $positions `heads` `=` $heads `,` `theta` `=` $theta `,` `layout` `=` $layout
+    $input `at` $positions `heads` `=` $heads `,` `theta` `=` $theta `,` `layout` `=` `` $layout
     attr-dict `:` type($input) `,` type($positions)
   }];
   let hasVerifier = 1;

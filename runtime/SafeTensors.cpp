@@ -155,16 +155,18 @@ absl::Status SafeTensorsFile::parse() {
     if (!shapeIt->is_array())
       return fault(path_, where + ": shape is not an array");
     std::vector<int64_t> shape;
-    unsigned __int128 bytesNeeded = dtypeSize(*dtype);
+    // Saturates at 2^64 so that a crafted shape cannot wrap the byte count.
+    using u128 = unsigned __int128;
+    constexpr u128 kTooBig = u128(1) << 64;
+    u128 bytesNeeded = dtypeSize(*dtype);
     for (auto &d : *shapeIt) {
       if (!d.is_number_unsigned())
         return fault(path_, where + ": shape holds a value that is not a "
                                     "non-negative integer");
       uint64_t dim = d.get<uint64_t>();
-      bytesNeeded *= dim;
-      if (dim > (uint64_t(1) << 48) || bytesNeeded > dataSize + 1)
-        bytesNeeded = uint64_t(-1); // saturate: reported below
-      shape.push_back(int64_t(std::min<uint64_t>(dim, uint64_t(1) << 48)));
+      bytesNeeded = bytesNeeded * std::min<uint64_t>(dim, uint64_t(1) << 63);
+      bytesNeeded = std::min(bytesNeeded, kTooBig);
+      shape.push_back(int64_t(std::min<uint64_t>(dim, INT64_MAX)));
     }
     if (!offsetsIt->is_array() || offsetsIt->size() != 2 ||
         !(*offsetsIt)[0].is_number_unsigned() ||
@@ -185,9 +187,10 @@ absl::Status SafeTensorsFile::parse() {
       return fault(path_,
                    absl::StrCat(where, ": shape ", shapeString(shape), " of ",
                                 dtypeName(*dtype), " needs ",
-                                uint64_t(bytesNeeded), " bytes, data_offsets "
-                                                       "give ",
-                                end - begin));
+                                bytesNeeded >= kTooBig
+                                    ? std::string("over 2^64")
+                                    : std::to_string(uint64_t(bytesNeeded)),
+                                " bytes, data_offsets give ", end - begin));
     auto [it, inserted] = tensors_.emplace(
         name,
         TensorView{name, *dtype, shape, dataBegin + begin, size_t(end - begin)});

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -15,6 +16,10 @@ namespace kiln {
 namespace {
 absl::Status fault(const std::string &path, const std::string &what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+std::string join(const std::string &folder, const std::string &file) {
+  return (std::filesystem::path(folder) / file).string();
 }
 
 bool isFile(const std::string &path) {
@@ -57,15 +62,15 @@ readIndex(const std::string &path) {
 } // namespace
 
 bool WeightSet::present(const std::string &folder) {
-  return isFile(folder + "/model.safetensors") ||
-         isFile(folder + "/model.safetensors.index.json");
+  return isFile(join(folder, "model.safetensors")) ||
+         isFile(join(folder, "model.safetensors.index.json"));
 }
 
 absl::StatusOr<std::unique_ptr<WeightSet>>
 WeightSet::open(const std::string &folder) {
   auto set = std::make_unique<WeightSet>();
-  std::string single = folder + "/model.safetensors";
-  std::string index = folder + "/model.safetensors.index.json";
+  std::string single = join(folder, "model.safetensors");
+  std::string index = join(folder, "model.safetensors.index.json");
   if (isFile(single)) {
     set->origin_ = single;
     auto file = SafeTensorsFile::open(single);
@@ -87,7 +92,7 @@ WeightSet::open(const std::string &folder) {
   for (auto &[name, shard] : *map) {
     SafeTensorsFile *&file = shards[shard];
     if (!file) {
-      auto opened = SafeTensorsFile::open(folder + "/" + shard);
+      auto opened = SafeTensorsFile::open(join(folder, shard));
       if (!opened.ok())
         return opened.status();
       file = opened->get();

@@ -64,8 +64,19 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
 }
 
 namespace {
-std::string mib(double bytes) {
-  return llvm::formatv("{0:F1} MiB", bytes / (1 << 20)).str();
+/// 6.74 B, 139.58 K: counts at a glance.
+std::string count(double n) {
+  if (n >= 1e9)
+    return llvm::formatv("{0:F2} B", n / 1e9).str();
+  if (n >= 1e6)
+    return llvm::formatv("{0:F2} M", n / 1e6).str();
+  return llvm::formatv("{0:F2} K", n / 1e3).str();
+}
+
+std::string bytes(double n) {
+  if (n >= double(1 << 30))
+    return llvm::formatv("{0:F2} GiB", n / (1 << 30)).str();
+  return llvm::formatv("{0:F2} MiB", n / (1 << 20)).str();
 }
 
 void printSummary(CompiledModel &m, const FrontendOptions &opts) {
@@ -102,10 +113,10 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
       n *= double(d);
     elems += n;
   }
-  double bytes = elems * (opts.dtype == "f32" ? 4 : 2);
-  os << llvm::formatv("  weights   {0} tensors, {1:F0} M parameters, {2} as "
-                      "{3} (named in the IR, not embedded)\n",
-                      m.weights.size(), elems / 1e6, mib(bytes), opts.dtype);
+  os << llvm::formatv("  weights   {0} tensors, {1} parameters, {2} as {3} "
+                      "(named in the IR, not embedded)\n",
+                      m.weights.size(), count(elems),
+                      bytes(elems * (opts.dtype == "f32" ? 4 : 2)), opts.dtype);
 }
 } // namespace
 
@@ -130,7 +141,8 @@ int runCompile() {
 
   OpPrintingFlags flags;
   if (printLocations)
-    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false)
+        .useLocalScope(); // each location inline, not as a #loc alias
   std::string text;
   llvm::raw_string_ostream os(text);
   compiled->module->print(os, flags);

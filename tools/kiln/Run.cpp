@@ -23,9 +23,11 @@ cl::opt<std::string> model(cl::Positional, cl::desc("[MODEL]"),
 cl::opt<std::string> promptIds("prompt-ids",
                                cl::desc("The prompt as token ids: 1,2,3"),
                                cl::value_desc("ids"), cl::sub(runCommand));
-cl::opt<int64_t> maxNewTokens("max-new-tokens",
-                              cl::desc("Tokens to generate (default 16)"),
-                              cl::init(16), cl::sub(runCommand));
+// Numbers are read as text so that a bad value gets kiln's own one-line
+// error (cl::opt's parser writes its own format straight to stderr).
+cl::opt<std::string> maxNewTokensFlag("max-new-tokens",
+                                      cl::desc("Tokens to generate"),
+                                      cl::init("16"), cl::sub(runCommand));
 cl::opt<std::string> device("device", cl::desc("Where to run: ref"),
                             cl::init("ref"), cl::sub(runCommand));
 cl::opt<std::string> dumpLogits(
@@ -51,6 +53,14 @@ int runRun() {
     return fail(absl::InvalidArgumentError(
                     "--prompt-ids: give the prompt as token ids, e.g. "
                     "--prompt-ids 1,2,3"),
+                2);
+  int64_t maxNewTokens;
+  if (!absl::SimpleAtoi(std::string(maxNewTokensFlag), &maxNewTokens) ||
+      maxNewTokens < 0)
+    return fail(absl::InvalidArgumentError(
+                    absl::StrCat("--max-new-tokens: '",
+                                 std::string(maxNewTokensFlag),
+                                 "' is not a non-negative integer")),
                 2);
   auto prompt = parseIds(promptIds);
   if (!prompt.ok())

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "tools/kiln/Commands.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -20,7 +22,18 @@ int main(int argc, char **argv) {
   if (!llvm::cl::ParseCommandLineOptions(
           argc, argv, "kiln: compile Llama 2 models into GPU binaries\n",
           &errs)) {
-    llvm::errs() << errs.str();
+    // One line, in kiln's error format, whatever the parser wrote.
+    llvm::SmallVector<llvm::StringRef> lines;
+    llvm::StringRef(errors).trim().split(lines, '\n');
+    llvm::errs() << "kiln: error:";
+    for (llvm::StringRef line : lines) {
+      line = line.trim();
+      line.consume_front(argv[0]);
+      line.consume_front("kiln");
+      line.consume_front(":");
+      llvm::errs() << " " << line.trim();
+    }
+    llvm::errs() << "\n";
     return 2;
   }
   if (kiln::compileCommand)

@@ -1,0 +1,34 @@
+# lit configuration for kiln's tests: .mlir files drive kiln-opt, .test files
+# drive the kiln command. Tools come from the build tree and LLVM's tools
+# folder as CMake configured them, never from fixed paths.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "kiln"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "fixtures", "unit", "CMakeLists.txt"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
+
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+# RUN lines call `not` and `count` by name, as LLVM's own tests do.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.use_default_substitutions()  # FileCheck, %python
+llvm_config.add_tool_substitutions(["kiln", "kiln-opt"], [config.kiln_tools_dir])
+
+fixtures = os.path.join(config.test_source_root, "fixtures")
+config.substitutions.append(("%fixtures", fixtures))
+# compare_logits.py EXPECTED GOT TOL: the fixtures' own checker.
+config.substitutions.append(
+    ("%compare-logits",
+     "%s %s" % (config.python_executable,
+                os.path.join(config.test_source_root, "compare_logits.py"))))
+# expect_exit.py CODE CMD...: runs CMD, requires exit code CODE and a
+# one-line error, and echoes stderr for FileCheck.
+config.substitutions.append(
+    ("%expect-exit",
+     "%s %s" % (config.python_executable,
+                os.path.join(config.test_source_root, "expect_exit.py"))))

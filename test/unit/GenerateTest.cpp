@@ -1,0 +1,87 @@
+#include "runtime/Generate.h"
+#include "runtime/SafeTensors.h"
+#include "TestFiles.h"
+
+#include <gtest/gtest.h>
+
+using namespace kiln;
+
+namespace {
+/// A device whose logits make token (t + 1) % V the argmax after token t,
+/// and which records the positions it was given.
+class CountingDevice : public Device {
+public:
+  explicit CountingDevice(int64_t vocab) : vocab(vocab) {}
+  std::string name() const override { return "counting"; }
+  absl::StatusOr<std::vector<float>>
+  prefill(std::span<const int32_t> tokens,
+          std::span<const int32_t> positions) override {
+    std::vector<float> out;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      auto row = next(tokens[i], positions[i]);
+      out.insert(out.end(), row.begin(), row.end());
+    }
+    return out;
+  }
+  absl::StatusOr<std::vector<float>> decode(int32_t token,
+                                            int32_t position) override {
+    return next(token, position);
+  }
+  std::vector<int32_t> seen;
+
+private:
+  std::vector<float> next(int32_t token, int32_t position) {
+    seen.push_back(position);
+    std::vector<float> row(vocab, 0.0f);
+    row[(token + 1) % vocab] = 1.0f;
+    return row;
+  }
+  int64_t vocab;
+};
+} // namespace
+
+TEST(Generate, GreedyFeedsEachTokenAtTheNextPosition) {
+  CountingDevice dev(10);
+  auto g = generateGreedy(dev, {3, 8}, 4, 10);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->tokens, (std::vector<int32_t>{9, 0, 1, 2}));
+  EXPECT_EQ(dev.seen, (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(g->prefillLogits.size(), 2u * 10);
+  EXPECT_EQ(g->decodeLogits.size(), 4u * 10);
+}
+
+TEST(Generate, ArgmaxTakesTheFirstOfEqualValues) {
+  float row[] = {0.5f, 2.0f, -1.0f, 2.0f};
+  EXPECT_EQ(argmax(row, 4), 1);
+}
+
+TEST(Generate, PromptChecks) {
+  EXPECT_TRUE(checkPrompt({1, 2}, 2, 10, 4).ok());
+  EXPECT_FALSE(checkPrompt({}, 2, 10, 4).ok());
+  EXPECT_FALSE(checkPrompt({1, 10}, 2, 10, 8).ok());
+  EXPECT_FALSE(checkPrompt({-1}, 2, 10, 8).ok());
+  absl::Status tooLong = checkPrompt({1, 2}, 3, 10, 4);
+  EXPECT_NE(tooLong.message().find("exceeds max_position_embeddings (4)"),
+            absl::string_view::npos)
+      << tooLong;
+}
+
+TEST(Generate, DumpHasTheFixtureLayout) {
+  test::TempDir dir;
+  CountingDevice dev(5);
+  auto g = generateGreedy(dev, {1, 2, 3}, 2, 5);
+  ASSERT_TRUE(g.ok());
+  std::string path = dir.file("dump.safetensors");
+  ASSERT_TRUE(writeLogitsDump(path, *g).ok());
+  auto file = SafeTensorsFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const TensorView *logits = (*file)->find("prefill_logits");
+  ASSERT_NE(logits, nullptr);
+  EXPECT_EQ(logits->dtype, DType::F32);
+  EXPECT_EQ(logits->shape, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ((*file)->find("decode_tokens")->dtype, DType::I32);
+  EXPECT_EQ((*file)->find("decode_tokens")->shape, (std::vector<int64_t>{2}));
+  EXPECT_EQ((*file)->find("decode_logits")->shape,
+            (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ((*file)->find("prompt_tokens")->shape, (std::vector<int64_t>{3}));
+}
