@@ -52,29 +52,28 @@ public:
     b.setInsertionPointToEnd(module.getBody());
     auto fn = b.create<func::FuncOp>(loc("model"), name, fnType);
     b.setInsertionPointToStart(fn.addEntryBlock());
-    Value tokens = fn.getArgument(0);    // [S] i32
-    positions = fn.getArgument(1);       // [S] i32
+    Value tokens = fn.getArgument(0); // [S] i32
+    positions = fn.getArgument(1);    // [S] i32
     Value cache = fn.getArgument(2);
     this->seq = seq;
 
-    Value table = weight("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
+    Value table =
+        weight("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
     Value h = b.create<EmbeddingOp>(loc("model.embed_tokens"),
                                     act(c.hiddenSize), table, tokens);
     for (int64_t l = 0; l < c.numLayers; ++l)
       h = layer(l, h, cache);
     Value x = rmsNorm("model.norm", h);
-    std::string head = c.tieWordEmbeddings ? "model.embed_tokens.weight"
-                                           : "lm_head.weight";
-    Value logits = b.create<LogitsOp>(
-        loc("lm_head"), logitsType, x,
-        weight(head, {c.vocabSize, c.hiddenSize}));
+    std::string head =
+        c.tieWordEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    Value logits =
+        b.create<LogitsOp>(loc("lm_head"), logitsType, x,
+                           weight(head, {c.vocabSize, c.hiddenSize}));
     b.create<func::ReturnOp>(loc("model"), ValueRange{logits, cache});
   }
 
 private:
-  Location loc(StringRef name) {
-    return NameLoc::get(b.getStringAttr(name));
-  }
+  Location loc(StringRef name) { return NameLoc::get(b.getStringAttr(name)); }
 
   /// [S, width] activation of the storage type.
   RankedTensorType act(int64_t width, Type elem = {}) {
@@ -118,17 +117,17 @@ private:
 
     Location at = loc(attn);
     auto layerAttr = b.getI64IntegerAttr(l);
-    cache = b.create<KVWriteOp>(at, cacheType, k, v, cache, layerAttr,
-                                positions);
+    cache =
+        b.create<KVWriteOp>(at, cacheType, k, v, cache, layerAttr, positions);
     auto kvType = RankedTensorType::get({ShapedType::kDynamic, kvWidth}, et);
-    auto read = b.create<KVReadOp>(at, kvType, kvType, cache, layerAttr,
-                                   positions);
+    auto read =
+        b.create<KVReadOp>(at, kvType, kvType, cache, layerAttr, positions);
     auto scoresType = RankedTensorType::get(
         {c.numHeads, seq, ShapedType::kDynamic}, b.getF32Type());
-    Value s = b.create<QKOp>(at, scoresType, q, read.getKeys(),
-                             b.getI64IntegerAttr(c.numHeads),
-                             b.getI64IntegerAttr(c.numKVHeads),
-                             b.getF64FloatAttr(1.0 / std::sqrt(double(c.headDim()))));
+    Value s = b.create<QKOp>(
+        at, scoresType, q, read.getKeys(), b.getI64IntegerAttr(c.numHeads),
+        b.getI64IntegerAttr(c.numKVHeads),
+        b.getF64FloatAttr(1.0 / std::sqrt(double(c.headDim()))));
     s = b.create<CausalMaskOp>(at, scoresType, s, positions);
     s = b.create<SoftmaxOp>(at, scoresType, s);
     Value a = b.create<PVOp>(at, act(qWidth), s, read.getValues(),

@@ -41,8 +41,9 @@ absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
     src.isPreset = true;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(arg, ": not a model folder, and no preset has that name "
-                          "(presets: ",
+        absl::StrCat(arg,
+                     ": not a model folder, and no preset has that name "
+                     "(presets: ",
                      absl::StrJoin(presetNames(), ", "), ")"));
   }
   std::string config = (fs::path(src.folder) / "config.json").string();

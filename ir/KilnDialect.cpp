@@ -31,10 +31,10 @@ void KilnDialect::initialize() {
       >();
 }
 
-LogicalResult
-KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
-                    int64_t layers, int64_t capacity, int64_t kvHeads,
-                    int64_t headDim, Type elementType) {
+LogicalResult KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t layers, int64_t capacity,
+                                  int64_t kvHeads, int64_t headDim,
+                                  Type elementType) {
   if (layers <= 0 || capacity <= 0 || kvHeads <= 0 || headDim <= 0)
     return emitError() << "kv_cache: layers, capacity, kv_heads and head_dim "
                           "must be positive";

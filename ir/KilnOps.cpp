@@ -34,9 +34,9 @@ LogicalResult verifySameElement(Operation *op, Value a, StringRef aName,
                                 Value b, StringRef bName) {
   Type ea = tensorType(a).getElementType(), eb = tensorType(b).getElementType();
   if (ea != eb)
-    return op->emitOpError() << aName << " element type " << ea
-                             << " differs from " << bName << " element type "
-                             << eb;
+    return op->emitOpError()
+           << aName << " element type " << ea << " differs from " << bName
+           << " element type " << eb;
   return success();
 }
 
@@ -54,17 +54,16 @@ LogicalResult verifyMatmul(Operation *op, Value input, Value weight,
   if (!compatible(in.getDimSize(0), out.getDimSize(0)))
     return op->emitOpError() << "result rows differ from input rows";
   if (out.getDimSize(1) != w.getDimSize(0))
-    return op->emitOpError() << "result has " << out.getDimSize(1)
-                             << " columns, the weight gives "
-                             << w.getDimSize(0);
+    return op->emitOpError()
+           << "result has " << out.getDimSize(1)
+           << " columns, the weight gives " << w.getDimSize(0);
   return success();
 }
 
 LogicalResult verifyLayer(Operation *op, int64_t layer, KVCacheType cache) {
   if (layer < 0 || layer >= cache.getLayers())
-    return op->emitOpError() << "layer " << layer
-                             << " is outside the cache's " << cache.getLayers()
-                             << " layers";
+    return op->emitOpError() << "layer " << layer << " is outside the cache's "
+                             << cache.getLayers() << " layers";
   return success();
 }
 
@@ -77,9 +76,9 @@ LogicalResult verifySlot(Operation *op, Value v, StringRef what,
            << " differs from the cache's kv_heads * head_dim = "
            << cache.getSlotWidth();
   if (t.getElementType() != cache.getElementType())
-    return op->emitOpError() << what << " element type " << t.getElementType()
-                             << " differs from the cache's "
-                             << cache.getElementType();
+    return op->emitOpError()
+           << what << " element type " << t.getElementType()
+           << " differs from the cache's " << cache.getElementType();
   return success();
 }
 } // namespace
@@ -109,7 +108,8 @@ LogicalResult RMSNormOp::verify() {
     return failure();
   int64_t d = tensorType(getInput()).getDimSize(1);
   if (tensorType(getWeight()).getDimSize(0) != d)
-    return emitOpError() << "weight has " << tensorType(getWeight()).getDimSize(0)
+    return emitOpError() << "weight has "
+                         << tensorType(getWeight()).getDimSize(0)
                          << " elements, the input has " << d << " features";
   if (getEpsilon().convertToDouble() <= 0)
     return emitOpError() << "epsilon must be positive";
@@ -119,8 +119,8 @@ LogicalResult RMSNormOp::verify() {
 LogicalResult LinearOp::verify() {
   if (failed(verifyMatmul(*this, getInput(), getWeight(), getResult())))
     return failure();
-  if (failed(verifySameElement(*this, getInput(), "input", getWeight(),
-                               "weight")))
+  if (failed(
+          verifySameElement(*this, getInput(), "input", getWeight(), "weight")))
     return failure();
   return verifySameElement(*this, getInput(), "input", getResult(), "result");
 }
@@ -161,11 +161,12 @@ LogicalResult QKOp::verify() {
                          << ") do not divide the hidden size (" << qWidth
                          << ")";
   if (kvHeads <= 0 || heads % kvHeads != 0)
-    return emitOpError() << "kv_heads (" << kvHeads
-                         << ") do not divide heads (" << heads << ")";
+    return emitOpError() << "kv_heads (" << kvHeads << ") do not divide heads ("
+                         << heads << ")";
   int64_t headDim = qWidth / heads;
   if (kWidth != kvHeads * headDim)
-    return emitOpError() << "keys width " << kWidth << " differs from kv_heads * "
+    return emitOpError() << "keys width " << kWidth
+                         << " differs from kv_heads * "
                          << "head_dim = " << kvHeads * headDim;
   if (getScale().convertToDouble() <= 0)
     return emitOpError() << "scale must be positive";
@@ -193,8 +194,8 @@ LogicalResult PVOp::verify() {
   if (ShapedType::isDynamic(heads))
     return emitOpError() << "probs must have a static head count";
   if (kvHeads <= 0 || heads % kvHeads != 0)
-    return emitOpError() << "kv_heads (" << kvHeads
-                         << ") do not divide heads (" << heads << ")";
+    return emitOpError() << "kv_heads (" << kvHeads << ") do not divide heads ("
+                         << heads << ")";
   if (values.getDimSize(1) % kvHeads != 0)
     return emitOpError() << "kv_heads (" << kvHeads
                          << ") do not divide the values width ("

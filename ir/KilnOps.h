@@ -3,8 +3,8 @@
 #define KILN_IR_KILNOPS_H
 
 #include "ir/KilnDialect.h"
-#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"

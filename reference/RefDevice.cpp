@@ -88,9 +88,9 @@ RefDevice::create(ModuleOp module, const WeightSet &weights) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
     if (!fn || fn.getNumArguments() != 3 ||
         !isa<KVCacheType>(fn.getArgumentTypes()[2]))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ref device: the module has no func @", name.str(),
-          "(tokens, positions, !kiln.kv_cache)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ref device: the module has no func @", name.str(),
+                       "(tokens, positions, !kiln.kv_cache)"));
     cacheType = cast<KVCacheType>(fn.getArgumentTypes()[2]);
     std::string error;
     if (failed(checkCacheOrder(fn, error)))
@@ -143,17 +143,18 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
     return absl::InvalidArgumentError(
         absl::StrCat("ref device: no func @", function.str()));
   int64_t s = int64_t(tokens.size());
-  int64_t declared = cast<RankedTensorType>(fn.getArgumentTypes()[0]).getDimSize(0);
+  int64_t declared =
+      cast<RankedTensorType>(fn.getArgumentTypes()[0]).getDimSize(0);
   if (s == 0 || positions.size() != tokens.size() ||
       (!ShapedType::isDynamic(declared) && declared != s))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ref device: @", function.str(), " got ", s, " tokens and ",
-        positions.size(), " positions"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ref device: @", function.str(), " got ", s,
+                     " tokens and ", positions.size(), " positions"));
   for (int32_t p : positions)
     if (p < 0 || p >= capacity_)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ref device: position ", p, " is outside the KV cache (capacity ",
-          capacity_, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ref device: position ", p,
+                       " is outside the KV cache (capacity ", capacity_, ")"));
 
   llvm::DenseMap<Value, Tensor> env;
   env[fn.getArgument(0)] = Tensor{{s}, nullptr, {tokens.begin(), tokens.end()}};
@@ -167,7 +168,9 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
     auto in = [&](unsigned i) -> const Tensor & {
       return env[op->getOperand(i)];
     };
-    auto set = [&](unsigned i, Tensor t) { env[op->getResult(i)] = std::move(t); };
+    auto set = [&](unsigned i, Tensor t) {
+      env[op->getResult(i)] = std::move(t);
+    };
 
     absl::Status status =
         llvm::TypeSwitch<Operation *, absl::Status>(op)
@@ -229,7 +232,8 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
                     // Meta: freq_j = theta^(-2j/Dh), angle = position * freq_j.
                     double angle =
                         pos[i] * std::pow(theta, -2.0 * double(j) / double(dh));
-                    float c = float(std::cos(angle)), sn = float(std::sin(angle));
+                    float c = float(std::cos(angle)),
+                          sn = float(std::sin(angle));
                     int64_t a = i * width + h * dh + (interleaved ? 2 * j : j);
                     int64_t b = interleaved ? a + 1 : a + half;
                     float x0 = x.f()[a], x1 = x.f()[b];

@@ -34,8 +34,7 @@ absl::Status checkPrompt(const std::vector<int32_t> &prompt,
           absl::StrCat("--prompt-ids: id ", prompt[i], " at index ", i,
                        " is outside the vocabulary [0, ", vocab, ")"));
   if (maxNewTokens < 0)
-    return absl::InvalidArgumentError(
-        "--max-new-tokens: must not be negative");
+    return absl::InvalidArgumentError("--max-new-tokens: must not be negative");
   if (int64_t(prompt.size()) + maxNewTokens > maxPositions)
     return absl::InvalidArgumentError(absl::StrCat(
         "--prompt-ids: the prompt (", prompt.size(), " tokens) plus ",
@@ -77,10 +76,11 @@ absl::StatusOr<Generation> generateGreedy(Device &device,
 absl::Status writeLogitsDump(const std::string &path, const Generation &g) {
   int64_t p = int64_t(g.prompt.size()), n = int64_t(g.tokens.size());
   return writeSafeTensors(
-      path, {{"prompt_tokens", DType::I32, {p}, g.prompt.data()},
-             {"prefill_logits", DType::F32, {p, g.vocab}, g.prefillLogits.data()},
-             {"decode_tokens", DType::I32, {n}, g.tokens.data()},
-             {"decode_logits", DType::F32, {n, g.vocab}, g.decodeLogits.data()}});
+      path,
+      {{"prompt_tokens", DType::I32, {p}, g.prompt.data()},
+       {"prefill_logits", DType::F32, {p, g.vocab}, g.prefillLogits.data()},
+       {"decode_tokens", DType::I32, {n}, g.tokens.data()},
+       {"decode_logits", DType::F32, {n, g.vocab}, g.decodeLogits.data()}});
 }
 
 } // namespace kiln

@@ -15,11 +15,11 @@ namespace kiln {
 /// A prompt and its greedy continuation, with every logit computed.
 struct Generation {
   int64_t vocab = 0;
-  std::vector<int32_t> prompt;       // [P]
-  std::vector<float> prefillLogits;  // [P, V]
-  std::vector<int32_t> tokens;       // [N]: tokens[0] = argmax of the last
-                                     // prefill row, tokens[i] fed at P + i
-  std::vector<float> decodeLogits;   // [N, V]: after feeding tokens[i]
+  std::vector<int32_t> prompt;      // [P]
+  std::vector<float> prefillLogits; // [P, V]
+  std::vector<int32_t> tokens;      // [N]: tokens[0] = argmax of the last
+                                    // prefill row, tokens[i] fed at P + i
+  std::vector<float> decodeLogits;  // [N, V]: after feeding tokens[i]
   double prefillSeconds = 0, decodeSeconds = 0;
 };
 

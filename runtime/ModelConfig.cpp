@@ -61,8 +61,8 @@ struct Reader {
     if (it == json.end() || it->is_null())
       return "";
     if (!it->is_string()) {
-      fail(absl::StrCat("field '", key, "' must be a string, not ",
-                        it->dump()));
+      fail(
+          absl::StrCat("field '", key, "' must be a string, not ", it->dump()));
       return "";
     }
     return it->get<std::string>();
@@ -100,8 +100,8 @@ absl::StatusOr<LlamaConfig> parseLlamaConfig(std::string_view text,
 
   Reader r{json, path};
   LlamaConfig c;
-  if (std::string type = r.string("model_type"); !type.empty() &&
-                                                 type != "llama")
+  if (std::string type = r.string("model_type");
+      !type.empty() && type != "llama")
     r.fail(absl::StrCat("model_type is '", type, "', kiln compiles 'llama'"));
   if (std::string act = r.string("hidden_act"); !act.empty() && act != "silu")
     r.fail(absl::StrCat("hidden_act is '", act,

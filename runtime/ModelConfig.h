@@ -22,7 +22,7 @@ struct LlamaConfig {
   double rmsNormEps = 0;        // rms_norm_eps
   double ropeTheta = 10000.0;   // rope_theta
   bool tieWordEmbeddings = false;
-  std::string torchDtype;       // torch_dtype, informative only
+  std::string torchDtype; // torch_dtype, informative only
 
   int64_t headDim() const { return hiddenSize / numHeads; }
 };

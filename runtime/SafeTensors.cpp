@@ -27,8 +27,8 @@ absl::Status fault(const std::string &path, const std::string &what) {
 /// nlohmann's messages start with "[json.exception.parse_error.101] ".
 std::string jsonMessage(const std::exception &e) {
   std::string m = e.what();
-  if (auto p = m.find("] "); m.rfind("[json.exception", 0) == 0 &&
-                             p != std::string::npos)
+  if (auto p = m.find("] ");
+      m.rfind("[json.exception", 0) == 0 && p != std::string::npos)
     m = m.substr(p + 2);
   return m;
 }
@@ -113,8 +113,8 @@ absl::Status SafeTensorsFile::parse() {
     headerLen = (headerLen << 8) | bytes[i];
   if (headerLen > kMaxHeaderBytes || headerLen > size_ - 8)
     return fault(path_, absl::StrCat("header length ", headerLen,
-                                     " runs past the end of the file (",
-                                     size_, " bytes)"));
+                                     " runs past the end of the file (", size_,
+                                     " bytes)"));
   const char *headerBegin = reinterpret_cast<const char *>(bytes + 8);
   nlohmann::json header;
   try {
@@ -180,8 +180,7 @@ absl::Status SafeTensorsFile::parse() {
                                        end, ") run backwards"));
     if (end > dataSize)
       return fault(path_, absl::StrCat(where, ": byte range [", begin, ", ",
-                                       end,
-                                       ") lies outside the data section (",
+                                       end, ") lies outside the data section (",
                                        dataSize, " bytes)"));
     if (bytesNeeded != end - begin)
       return fault(path_,
@@ -192,8 +191,8 @@ absl::Status SafeTensorsFile::parse() {
                                     : std::to_string(uint64_t(bytesNeeded)),
                                 " bytes, data_offsets give ", end - begin));
     auto [it, inserted] = tensors_.emplace(
-        name,
-        TensorView{name, *dtype, shape, dataBegin + begin, size_t(end - begin)});
+        name, TensorView{name, *dtype, shape, dataBegin + begin,
+                         size_t(end - begin)});
     ranges.push_back({begin, end, &it->first});
   }
   // No two tensors may share bytes: a writer bug or a crafted file would

@@ -1,4 +1,5 @@
-//===- SafeTensors.h - a validating safetensors reader and writer -*- C++ -*-===//
+//===- SafeTensors.h - a validating safetensors reader and writer -*- C++
+//-*-===//
 //
 // The file format (https://huggingface.co/docs/safetensors): 8 bytes of
 // little-endian header length N, N bytes of JSON naming each tensor's dtype,

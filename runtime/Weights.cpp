@@ -52,9 +52,8 @@ readIndex(const std::string &path) {
     std::string f = file.get<std::string>();
     // Shards sit beside the index; anything else is a broken or hostile map.
     if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
-      return fault(path, absl::StrCat("weight_map entry '", name,
-                                      "' names '", f,
-                                      "', not a file in the folder"));
+      return fault(path, absl::StrCat("weight_map entry '", name, "' names '",
+                                      f, "', not a file in the folder"));
     map.emplace(name, f);
   }
   return map;
@@ -124,10 +123,10 @@ absl::Status WeightSet::check(const std::vector<WeightSpec> &specs) const {
                                          "; weights must be F32, F16 or "
                                          "BF16"));
     if (t->shape != spec.shape)
-      return fault(origin_, absl::StrCat("weight '", spec.name, "' has shape ",
-                                         shapeString(t->shape),
-                                         ", the config needs ",
-                                         shapeString(spec.shape)));
+      return fault(origin_,
+                   absl::StrCat("weight '", spec.name, "' has shape ",
+                                shapeString(t->shape), ", the config needs ",
+                                shapeString(spec.shape)));
   }
   return absl::OkStatus();
 }

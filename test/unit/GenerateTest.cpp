@@ -1,6 +1,6 @@
 #include "runtime/Generate.h"
-#include "runtime/SafeTensors.h"
 #include "TestFiles.h"
+#include "runtime/SafeTensors.h"
 
 #include <gtest/gtest.h>
 

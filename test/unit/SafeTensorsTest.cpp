@@ -26,8 +26,8 @@ const std::string kEightBytes(8, '\x01');
 TEST(SafeTensors, WriteThenReadRoundTrips) {
   test::TempDir dir;
   std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.0f}; // [2, 3]
-  std::vector<uint16_t> b = {0x3c00, 0xc000};                   // [2] f16
-  std::vector<int32_t> c = {7};                                 // [1]
+  std::vector<uint16_t> b = {0x3c00, 0xc000};                    // [2] f16
+  std::vector<int32_t> c = {7};                                  // [1]
   std::string path = dir.file("x.safetensors");
   ASSERT_TRUE(writeSafeTensors(path, {{"a", DType::F32, {2, 3}, a.data()},
                                       {"b", DType::F16, {2}, b.data()},
@@ -65,25 +65,27 @@ TEST(SafeTensors, TheWriterLeavesNoTemporaryFiles) {
 
 TEST(SafeTensors, ReadsMetadataAndEmptyTensors) {
   test::TempDir dir;
-  EXPECT_EQ(openError(dir, safetensorsBytes(
-                               R"({"__metadata__":{"format":"pt"},)"
-                               R"("e":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})",
-                               "")),
-            "ok");
+  EXPECT_EQ(
+      openError(
+          dir, safetensorsBytes(
+                   R"({"__metadata__":{"format":"pt"},)"
+                   R"("e":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})",
+                   "")),
+      "ok");
 }
 
 TEST(SafeTensors, RejectsEveryDefect) {
   test::TempDir dir;
   EXPECT_EQ(openError(dir, "abc"),
             "file is 3 bytes, too short for a safetensors header");
-  EXPECT_EQ(openError(dir, std::string("\xff\x00\x00\x00\x00\x00\x00\x00", 8) +
-                               "{}"),
-            "header length 255 runs past the end of the file (10 bytes)");
+  EXPECT_EQ(
+      openError(dir, std::string("\xff\x00\x00\x00\x00\x00\x00\x00", 8) + "{}"),
+      "header length 255 runs past the end of the file (10 bytes)");
   EXPECT_EQ(openError(dir, kEightBytes),
             "header length 72340172838076673 runs past the end of the file "
             "(8 bytes)");
-  EXPECT_EQ(openError(dir, safetensorsBytes("{\"a\":", "")).rfind(
-                "header is not valid JSON: ", 0),
+  EXPECT_EQ(openError(dir, safetensorsBytes("{\"a\":", ""))
+                .rfind("header is not valid JSON: ", 0),
             0u);
   EXPECT_EQ(openError(dir, safetensorsBytes("[]", "")),
             "header is not a JSON object");
@@ -92,48 +94,59 @@ TEST(SafeTensors, RejectsEveryDefect) {
   EXPECT_EQ(openError(dir, safetensorsBytes(R"({"a":{"dtype":"F32"}})", "")),
             "tensor 'a' lacks dtype, shape or data_offsets");
   EXPECT_EQ(
-      openError(dir, safetensorsBytes(
-                         R"({"a":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})",
-                         "x")),
+      openError(
+          dir,
+          safetensorsBytes(
+              R"({"a":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})",
+              "x")),
       "tensor 'a': unsupported dtype 'F8_E5M2' (kiln reads F32, F16, BF16, "
       "I32, I64)");
   EXPECT_EQ(
-      openError(dir, safetensorsBytes(
-                         R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
-                         "abcd")),
+      openError(
+          dir, safetensorsBytes(
+                   R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
+                   "abcd")),
       "tensor 'a': shape holds a value that is not a non-negative integer");
   EXPECT_EQ(
-      openError(dir, safetensorsBytes(
-                         R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})",
-                         "abcd")),
+      openError(dir,
+                safetensorsBytes(
+                    R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})",
+                    "abcd")),
       "tensor 'a': shape [2] of F32 needs 8 bytes, data_offsets give 4");
   EXPECT_EQ(
-      openError(dir, safetensorsBytes(
-                         R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
-                         "abcd")),
+      openError(dir,
+                safetensorsBytes(
+                    R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                    "abcd")),
       "tensor 'a': byte range [0, 8) lies outside the data section (4 "
       "bytes)");
   EXPECT_EQ(
-      openError(dir, safetensorsBytes(
-                         R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})",
-                         "abcd")),
+      openError(dir,
+                safetensorsBytes(
+                    R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})",
+                    "abcd")),
       "tensor 'a': data_offsets [4, 0) run backwards");
   EXPECT_EQ(
-      openError(dir, safetensorsBytes(
-                         R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})",
-                         "abcd")),
+      openError(dir,
+                safetensorsBytes(
+                    R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})",
+                    "abcd")),
       "tensor 'a': data_offsets is not a pair of non-negative integers");
   EXPECT_EQ(
-      openError(dir, safetensorsBytes(
-                         R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
-                         R"("b":{"dtype":"F16","shape":[2],"data_offsets":[2,6]}})",
-                         "abcdef")),
+      openError(dir,
+                safetensorsBytes(
+                    R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+                    R"("b":{"dtype":"F16","shape":[2],"data_offsets":[2,6]}})",
+                    "abcdef")),
       "tensors 'a' and 'b' overlap in the data section");
   // A shape whose byte count overflows 64 bits must not wrap around.
   EXPECT_EQ(
-      openError(dir, safetensorsBytes(
-                         R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
-                         "")).rfind("tensor 'a': shape [", 0),
+      openError(
+          dir,
+          safetensorsBytes(
+              R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
+              ""))
+          .rfind("tensor 'a': shape [", 0),
       0u);
 }
 

@@ -9,8 +9,8 @@ namespace {
 void writeTensor(const std::string &path, const std::string &name,
                  std::vector<int64_t> shape) {
   std::vector<float> zeros(64, 0.0f);
-  ASSERT_TRUE(writeSafeTensors(path, {{name, DType::F32, shape, zeros.data()}})
-                  .ok());
+  ASSERT_TRUE(
+      writeSafeTensors(path, {{name, DType::F32, shape, zeros.data()}}).ok());
 }
 } // namespace
 
@@ -68,8 +68,7 @@ TEST(Weights, NoWeightsAtAll) {
   EXPECT_FALSE(WeightSet::present(dir.file("")));
   auto set = WeightSet::open(dir.file(""));
   ASSERT_FALSE(set.ok());
-  EXPECT_NE(set.status().message().find(
-                "has neither model.safetensors nor "
-                "model.safetensors.index.json"),
+  EXPECT_NE(set.status().message().find("has neither model.safetensors nor "
+                                        "model.safetensors.index.json"),
             absl::string_view::npos);
 }

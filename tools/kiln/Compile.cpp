@@ -95,16 +95,15 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
     fn.walk([&](Operation *op) {
       if (isa<WeightOp>(op))
         ++weights;
-      else if (op->getDialect() &&
-               op->getDialect()->getNamespace() == "kiln")
+      else if (op->getDialect() && op->getDialect()->getNamespace() == "kiln")
         ++ops;
     });
     auto seq = cast<RankedTensorType>(fn.getArgumentTypes()[0]).getDimSize(0);
     os << llvm::formatv("  @{0,-8} {1} kiln ops over {2} weights, {3}\n",
                         fn.getName(), ops, weights,
-                        ShapedType::isDynamic(seq) ? std::string("S new tokens")
-                                                   : std::to_string(seq) +
-                                                         " new token");
+                        ShapedType::isDynamic(seq)
+                            ? std::string("S new tokens")
+                            : std::to_string(seq) + " new token");
   }
   double elems = 0;
   for (const WeightSpec &w : m.weights) {

@@ -57,10 +57,9 @@ int runRun() {
   int64_t maxNewTokens;
   if (!absl::SimpleAtoi(std::string(maxNewTokensFlag), &maxNewTokens) ||
       maxNewTokens < 0)
-    return fail(absl::InvalidArgumentError(
-                    absl::StrCat("--max-new-tokens: '",
-                                 std::string(maxNewTokensFlag),
-                                 "' is not a non-negative integer")),
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+                    "--max-new-tokens: '", std::string(maxNewTokensFlag),
+                    "' is not a non-negative integer")),
                 2);
   auto prompt = parseIds(promptIds);
   if (!prompt.ok())
