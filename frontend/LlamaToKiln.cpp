@@ -118,7 +118,9 @@ private:
     Location at = loc(attn);
     auto layerAttr = b.getI64IntegerAttr(l);
     cache =
-        b.create<KVWriteOp>(at, cacheType, k, v, cache, layerAttr, positions);
+        b.create<KVWriteOp>(at, cacheType, k, v, cache, layerAttr, positions,
+                            /*rope_theta=*/FloatAttr(),
+                            /*rope_layout=*/RopeLayoutAttr());
     auto kvType = RankedTensorType::get({ShapedType::kDynamic, kvWidth}, et);
     auto read =
         b.create<KVReadOp>(at, kvType, kvType, cache, layerAttr, positions);
@@ -188,10 +190,8 @@ absl::StatusOr<std::vector<WeightSpec>> collectWeights(ModuleOp module) {
   std::vector<WeightSpec> specs;
   std::map<std::string, size_t> seen;
   absl::Status status = absl::OkStatus();
-  module.walk([&](WeightOp op) {
-    std::string name = op.getName().str();
-    std::vector<int64_t> shape(op.getType().getShape().begin(),
-                               op.getType().getShape().end());
+  auto need = [&](StringRef nameRef, std::vector<int64_t> shape) {
+    std::string name = nameRef.str();
     auto [it, inserted] = seen.emplace(name, specs.size());
     if (inserted)
       specs.push_back({name, shape});
@@ -199,6 +199,19 @@ absl::StatusOr<std::vector<WeightSpec>> collectWeights(ModuleOp module) {
       status = absl::InvalidArgumentError(absl::StrCat(
           "weight '", name, "' is used with two shapes, ",
           shapeString(specs[it->second].shape), " and ", shapeString(shape)));
+  };
+  module.walk([&](Operation *op) {
+    if (auto w = dyn_cast<WeightOp>(op)) {
+      need(w.getName(),
+           {w.getType().getShape().begin(), w.getType().getShape().end()});
+    } else if (auto p = dyn_cast<PackedWeightOp>(op)) {
+      // A packed weight needs its sources and the norm it folds in.
+      int64_t k = p.getType().getDimSize(1);
+      for (auto [source, rows] : llvm::zip(p.getSources(), p.getRows()))
+        need(cast<StringAttr>(source).getValue(), {rows, k});
+      if (auto norm = p.getScaledBy())
+        need(*norm, {k});
+    }
   });
   if (!status.ok())
     return status;

@@ -20,6 +20,8 @@ struct FrontendOptions {
   /// Pair layout of the q/k projection rows; Hugging Face folders are
   /// rotate_half.
   RopeLayout ropeLayout = RopeLayout::rotate_half;
+  /// Run the fusion pipeline after building (kiln compile and run do).
+  bool fusion = true;
 };
 
 /// Builds the module: `func.func @prefill` (a run of S new tokens, S
@@ -31,8 +33,9 @@ mlir::OwningOpRef<mlir::ModuleOp> buildLlamaModule(mlir::MLIRContext &ctx,
                                                    const FrontendOptions &opts,
                                                    llvm::StringRef modelName);
 
-/// The weights a module references, once each, in order of first use.
-/// Fails when one name is used with two shapes.
+/// The checkpoint tensors a module needs, once each, in order of first use:
+/// those kiln.weight names and the sources of each kiln.packed_weight.
+/// Fails when one name is needed with two shapes.
 absl::StatusOr<std::vector<WeightSpec>> collectWeights(mlir::ModuleOp module);
 
 } // namespace kiln

@@ -81,6 +81,52 @@ LogicalResult verifySlot(Operation *op, Value v, StringRef what,
            << " differs from the cache's " << cache.getElementType();
   return success();
 }
+/// The numerics contract of softmax: row maximum subtracted, f32 sums.
+LogicalResult verifySafeSoftmax(Operation *op, bool subtractMax,
+                                std::optional<Type> accumulator) {
+  if (!subtractMax)
+    return op->emitOpError()
+           << "must subtract the row maximum (subtract_max = false lets exp "
+              "overflow)";
+  if (accumulator && !accumulator->isF32()) // absent means f32
+    return op->emitOpError() << "accumulates in " << *accumulator
+                             << "; softmax must accumulate in f32";
+  return success();
+}
+
+/// RoPE attributes come as a pair; the rotated head dimension must be even.
+LogicalResult verifyRopeAttrs(Operation *op, std::optional<APFloat> theta,
+                              bool hasLayout, int64_t headDim) {
+  if (theta.has_value() != hasLayout)
+    return op->emitOpError() << "needs both rope theta and rope layout, or "
+                                "neither";
+  if (!theta)
+    return success();
+  if (theta->convertToDouble() <= 0)
+    return op->emitOpError() << "rope theta must be positive";
+  if (headDim % 2 != 0)
+    return op->emitOpError() << "head_dim " << headDim
+                             << " is odd: RoPE rotates pairs of dimensions";
+  return success();
+}
+
+/// heads and kv_heads against a query width and a key width.
+LogicalResult verifyHeads(Operation *op, int64_t heads, int64_t kvHeads,
+                          int64_t qWidth, int64_t kWidth) {
+  if (heads <= 0 || qWidth % heads != 0)
+    return op->emitOpError()
+           << "heads (" << heads << ") do not divide the hidden size ("
+           << qWidth << ")";
+  if (kvHeads <= 0 || heads % kvHeads != 0)
+    return op->emitOpError() << "kv_heads (" << kvHeads
+                             << ") do not divide heads (" << heads << ")";
+  int64_t headDim = qWidth / heads;
+  if (kWidth != kvHeads * headDim)
+    return op->emitOpError()
+           << "keys width " << kWidth
+           << " differs from kv_heads * head_dim = " << kvHeads * headDim;
+  return success();
+}
 } // namespace
 
 LogicalResult WeightOp::verify() {
@@ -153,21 +199,11 @@ LogicalResult QKOp::verify() {
   if (failed(verifyFeatures(*this, getQuery(), "query")) ||
       failed(verifyFeatures(*this, getKeys(), "keys")))
     return failure();
-  int64_t heads = getHeads(), kvHeads = getKvHeads();
-  int64_t qWidth = tensorType(getQuery()).getDimSize(1);
-  int64_t kWidth = tensorType(getKeys()).getDimSize(1);
-  if (heads <= 0 || qWidth % heads != 0)
-    return emitOpError() << "heads (" << heads
-                         << ") do not divide the hidden size (" << qWidth
-                         << ")";
-  if (kvHeads <= 0 || heads % kvHeads != 0)
-    return emitOpError() << "kv_heads (" << kvHeads << ") do not divide heads ("
-                         << heads << ")";
-  int64_t headDim = qWidth / heads;
-  if (kWidth != kvHeads * headDim)
-    return emitOpError() << "keys width " << kWidth
-                         << " differs from kv_heads * "
-                         << "head_dim = " << kvHeads * headDim;
+  int64_t heads = getHeads();
+  if (failed(verifyHeads(*this, heads, getKvHeads(),
+                         tensorType(getQuery()).getDimSize(1),
+                         tensorType(getKeys()).getDimSize(1))))
+    return failure();
   if (getScale().convertToDouble() <= 0)
     return emitOpError() << "scale must be positive";
   auto out = tensorType(getResult());
@@ -183,6 +219,10 @@ LogicalResult CausalMaskOp::verify() {
                   tensorType(getPositions()).getDimSize(0)))
     return emitOpError() << "positions differ in count from the queries";
   return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifySafeSoftmax(*this, getSubtractMax(), getAccumulator());
 }
 
 LogicalResult PVOp::verify() {
@@ -216,6 +256,9 @@ LogicalResult KVWriteOp::verify() {
       failed(verifySlot(*this, getKeys(), "keys", cache)) ||
       failed(verifySlot(*this, getValues(), "values", cache)))
     return failure();
+  if (failed(verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
+                             cache.getHeadDim())))
+    return failure();
   int64_t s = tensorType(getPositions()).getDimSize(0);
   if (!compatible(tensorType(getKeys()).getDimSize(0), s) ||
       !compatible(tensorType(getValues()).getDimSize(0), s))
@@ -230,6 +273,96 @@ LogicalResult KVReadOp::verify() {
       failed(verifySlot(*this, getValues(), "values", cache)))
     return failure();
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fused ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult PackedWeightOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty name";
+  if (getSources().empty() || getSources().size() != getRows().size())
+    return emitOpError() << "needs one row count per source, and at least "
+                            "one source";
+  int64_t total = 0;
+  for (int64_t r : getRows()) {
+    if (r <= 0)
+      return emitOpError() << "row counts must be positive";
+    total += r;
+  }
+  auto type = tensorType(getResult());
+  if (!type.hasStaticShape() || type.getDimSize(0) != total)
+    return emitOpError() << "result has " << type.getDimSize(0)
+                         << " rows, the sources give " << total;
+  return success();
+}
+
+LogicalResult FusedLinearOp::verify() {
+  auto in = tensorType(getInput()), w = tensorType(getWeight());
+  if (failed(verifyFeatures(*this, getInput(), "input")))
+    return failure();
+  if (in.getDimSize(1) != w.getDimSize(1))
+    return emitOpError() << "weight shape [" << w.getDimSize(0) << ", "
+                         << w.getDimSize(1)
+                         << "] does not match the input: expected [N, "
+                         << in.getDimSize(1) << "]";
+  if (failed(
+          verifySameElement(*this, getInput(), "input", getWeight(), "weight")))
+    return failure();
+  if (getResults().empty())
+    return emitOpError() << "needs at least one result";
+  if (auto eps = getNormEpsilon(); eps && eps->convertToDouble() <= 0)
+    return emitOpError() << "norm epsilon must be positive";
+  int64_t width = 0;
+  for (Value r : getResults()) {
+    auto t = tensorType(r);
+    if (!compatible(t.getDimSize(0), in.getDimSize(0)))
+      return emitOpError() << "result rows differ from input rows";
+    if (t.getElementType() != in.getElementType() &&
+        !t.getElementType().isF32())
+      return emitOpError() << "results must be of the input element type "
+                              "or f32";
+    width += t.getDimSize(1);
+  }
+  if ((getSwiglu() || getResidual()) && getResults().size() != 1)
+    return emitOpError() << "a swiglu or residual epilogue has one result";
+  if (getSwiglu() && getResidual())
+    return emitOpError() << "swiglu and residual epilogues do not combine";
+  int64_t expected = getSwiglu() ? 2 * width : width;
+  if (expected != w.getDimSize(0))
+    return emitOpError() << "the weight has " << w.getDimSize(0)
+                         << " rows, the results need " << expected;
+  if (getResidual() && getResidual().getType() != getResults()[0].getType())
+    return emitOpError() << "residual type differs from the result type";
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyFeatures(*this, getQuery(), "query")) ||
+      failed(verifyFeatures(*this, getKeys(), "keys")))
+    return failure();
+  int64_t qWidth = tensorType(getQuery()).getDimSize(1);
+  int64_t kWidth = tensorType(getKeys()).getDimSize(1);
+  if (failed(verifyHeads(*this, getHeads(), getKvHeads(), qWidth, kWidth)))
+    return failure();
+  if (tensorType(getValues()).getDimSize(1) != kWidth ||
+      !compatible(tensorType(getValues()).getDimSize(0),
+                  tensorType(getKeys()).getDimSize(0)))
+    return emitOpError() << "values must have the keys' shape";
+  if (getScale().convertToDouble() <= 0)
+    return emitOpError() << "scale must be positive";
+  if (failed(verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
+                             qWidth / getHeads())) ||
+      failed(verifySafeSoftmax(*this, getSubtractMax(), getAccumulator())))
+    return failure();
+  auto out = tensorType(getResult());
+  if (out.getDimSize(1) != qWidth ||
+      !compatible(out.getDimSize(0), tensorType(getQuery()).getDimSize(0)) ||
+      !compatible(out.getDimSize(0), tensorType(getPositions()).getDimSize(0)))
+    return emitOpError() << "result must be [queries, heads * head_dim] with "
+                            "one position per query";
+  return verifySameElement(*this, getQuery(), "query", getResult(), "result");
 }
 
 #define GET_OP_CLASSES

@@ -196,16 +196,22 @@ def Kiln_SoftmaxOp : Kiln_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let summary = "softmax over the last dimension, in float32";
   let description = [{
     `result[h, s, :] = exp(x - max(x)) / sum(exp(x - max(x)))` with
-    `x = scores[h, s, :]`; the row maximum is always subtracted, so the
-    exponentials never overflow. Rows that are entirely -inf are undefined.
+    `x = scores[h, s, :]`. The numerics are part of the op: `subtract_max`
+    (the row maximum is subtracted, so the exponentials never overflow) and
+    `accumulator` (the type sums are kept in) are stated only when they
+    are not the defaults (true, and f32 when absent), and the verifier
+    refuses any other value. Rows that are entirely -inf are undefined.
 
     ```mlir
     %p = kiln.softmax %m : tensor<32x?x?xf32>
     ```
   }];
-  let arguments = (ins Kiln_Scores:$scores);
+  let arguments = (ins Kiln_Scores:$scores,
+                       DefaultValuedAttr<BoolAttr, "true">:$subtract_max,
+                       OptionalAttr<TypeAttr>:$accumulator);
   let results = (outs Kiln_Scores:$result);
   let assemblyFormat = "$scores attr-dict `:` type($scores)";
+  let hasVerifier = 1;
 }
 
 def Kiln_PVOp : Kiln_Op<"pv", [Pure]> {
@@ -235,19 +241,24 @@ def Kiln_KVWriteOp : Kiln_Op<"kv_write", [Pure, AllTypesMatch<["cache", "result"
   let summary = "writes the new tokens' keys and values into one layer's cache";
   let description = [{
     Returns `cache` with `keys[s]` and `values[s]` (each `[S, kv_heads*Dh]`)
-    stored in slot `positions[s]` of layer `layer`. Keys are written after
-    RoPE, so they are rotated once, when they enter the cache.
+    stored in slot `positions[s]` of layer `layer`. With `rope(...)` the keys
+    are rotated (kv_heads heads, the cache's head_dim) as they are written,
+    so each key is rotated once, when it enters the cache
+    (`kiln-fuse-rope-qk` moves a kiln.rope here).
 
     ```mlir
-    %c1 = kiln.kv_write %k, %v into %c0[0] at %pos : tensor<?x1024xf16>, tensor<?x1024xf16>, tensor<?xi32>, !kiln.kv_cache<layers = 32, capacity = 4096, kv_heads = 8, head_dim = 128, element_type = f16>
+    %c1 = kiln.kv_write %k, %v into %c0[0] at %pos rope(theta = 1.000000e+04, layout = rotate_half) : tensor<?x1024xf16>, tensor<?x1024xf16>, tensor<?xi32>, !kiln.kv_cache<layers = 32, capacity = 4096, kv_heads = 8, head_dim = 128, element_type = f16>
     ```
   }];
   let arguments = (ins Kiln_Activation:$keys, Kiln_Activation:$values,
-                       Kiln_KVCacheType:$cache, I64Attr:$layer, Kiln_Positions:$positions);
+                       Kiln_KVCacheType:$cache, I64Attr:$layer, Kiln_Positions:$positions,
+                       OptionalAttr<F64Attr>:$rope_theta,
+                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout);
   let results = (outs Kiln_KVCacheType:$result);
   let assemblyFormat = [{
-    $keys `,` $values `into` $cache `[` $layer `]` `at` $positions attr-dict `:`
-    type($keys) `,` type($values) `,` type($positions) `,` qualified(type($cache))
+    $keys `,` $values `into` $cache `[` $layer `]` `at` $positions
+    (`rope` `(` `theta` `=` $rope_theta^ `,` `layout` `=` `` $rope_layout `)`)?
+    attr-dict `:` type($keys) `,` type($values) `,` type($positions) `,` qualified(type($cache))
   }];
   let hasVerifier = 1;
 }
@@ -313,5 +324,7 @@ def Kiln_AddOp : Kiln_BinaryOp<"add", "sum"> {
     ```
   }];
 }
+
+include "ir/KilnFusedOps.td"
 
 #endif // KILN_OPS_TD

@@ -34,6 +34,13 @@ Tensor floats(std::vector<int64_t> shape, std::vector<float> values) {
           {}};
 }
 
+/// A weight's tensor, sharing the converted buffer.
+Tensor shared(RankedTensorType type,
+              std::shared_ptr<const std::vector<float>> data) {
+  return {
+      {type.getShape().begin(), type.getShape().end()}, std::move(data), {}};
+}
+
 std::string where(Operation *op) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -47,12 +54,12 @@ absl::Status opError(Operation *op, const std::string &what) {
 }
 
 /// out[S, N] = x[S, K] · w[N, K]ᵀ, accumulated in float32.
-std::vector<float> matmulT(const Tensor &x, const Tensor &w) {
-  int64_t s = x.dim(0), k = x.dim(1), n = w.dim(0);
+std::vector<float> matmulT(const float *x, int64_t s, int64_t k, const float *w,
+                           int64_t n) {
   std::vector<float> out(s * n); // [S, N]
   for (int64_t i = 0; i < s; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      const float *a = x.f() + i * k, *b = w.f() + j * k;
+      const float *a = x + i * k, *b = w + j * k;
       float acc = 0;
       for (int64_t t = 0; t < k; ++t)
         acc += a[t] * b[t];
@@ -60,6 +67,107 @@ std::vector<float> matmulT(const Tensor &x, const Tensor &w) {
     }
   return out;
 }
+
+/// Each row of x[S, D] divided by its root mean square, times weight[D]
+/// when there is one (a fused prologue has it folded into the matmul).
+std::vector<float> rmsNorm(const float *x, int64_t s, int64_t d, float eps,
+                           const float *weight) {
+  std::vector<float> out(s * d); // [S, D]
+  for (int64_t i = 0; i < s; ++i) {
+    const float *row = x + i * d;
+    float ss = 0;
+    for (int64_t j = 0; j < d; ++j)
+      ss += row[j] * row[j];
+    float inv = 1.0f / std::sqrt(ss / float(d) + eps);
+    for (int64_t j = 0; j < d; ++j)
+      out[i * d + j] = row[j] * inv * (weight ? weight[j] : 1.0f);
+  }
+  return out;
+}
+
+/// Rotates each head of x[S, heads*Dh] in place by positions[s] * freq_j.
+void rope(std::vector<float> &x, int64_t s, int64_t heads,
+          const std::vector<int32_t> &positions, double theta,
+          RopeLayout layout) {
+  int64_t width = int64_t(x.size()) / s, dh = width / heads, half = dh / 2;
+  bool interleaved = layout == RopeLayout::interleaved;
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < half; ++j) {
+        // Meta: freq_j = theta^(-2j/Dh), angle = position * freq_j.
+        double angle =
+            positions[i] * std::pow(theta, -2.0 * double(j) / double(dh));
+        float c = float(std::cos(angle)), sn = float(std::sin(angle));
+        int64_t a = i * width + h * dh + (interleaved ? 2 * j : j);
+        int64_t b = interleaved ? a + 1 : a + half;
+        float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * sn;
+        x[b] = x0 * sn + x1 * c;
+      }
+}
+
+/// Attention's shapes: S queries of `heads` heads, T keys of `kvHeads`.
+struct AttentionShape {
+  int64_t s, t, heads, kvHeads, dh;
+  int64_t group() const { return heads / kvHeads; }
+};
+
+/// scores[H, S, T] = scale * q[s, head h] · k[t, kv head h / group].
+std::vector<float> qk(const float *q, const float *k, const AttentionShape &a,
+                      float scale) {
+  std::vector<float> out(a.heads * a.s * a.t); // [H, S, T]
+  for (int64_t h = 0; h < a.heads; ++h)
+    for (int64_t i = 0; i < a.s; ++i)
+      for (int64_t j = 0; j < a.t; ++j) {
+        const float *x = q + i * a.heads * a.dh + h * a.dh;
+        const float *y = k + j * a.kvHeads * a.dh + (h / a.group()) * a.dh;
+        float acc = 0;
+        for (int64_t e = 0; e < a.dh; ++e)
+          acc += x[e] * y[e];
+        out[(h * a.s + i) * a.t + j] = acc * scale;
+      }
+  return out;
+}
+
+/// Key t is at position t: hide the keys after each query's position.
+void causalMask(std::vector<float> &scores, const AttentionShape &a,
+                const std::vector<int32_t> &positions) {
+  for (int64_t h = 0; h < a.heads; ++h)
+    for (int64_t i = 0; i < a.s; ++i)
+      for (int64_t j = positions[i] + 1; j < a.t; ++j)
+        scores[(h * a.s + i) * a.t + j] =
+            -std::numeric_limits<float>::infinity();
+}
+
+/// Softmax of each row of length t, the row maximum subtracted.
+void softmax(std::vector<float> &x, int64_t t) {
+  for (size_t r = 0; r < x.size() / t; ++r) {
+    float *row = x.data() + r * t;
+    float m = *std::max_element(row, row + t), sum = 0;
+    for (int64_t j = 0; j < t; ++j)
+      sum += row[j] = std::exp(row[j] - m);
+    for (int64_t j = 0; j < t; ++j)
+      row[j] /= sum;
+  }
+}
+
+/// out[S, H*Dh]: probs[H, S, T] times v[T, kv head h / group].
+std::vector<float> pv(const std::vector<float> &p, const float *v,
+                      const AttentionShape &a) {
+  std::vector<float> out(a.s * a.heads * a.dh, 0.0f); // [S, H*Dh]
+  for (int64_t h = 0; h < a.heads; ++h)
+    for (int64_t i = 0; i < a.s; ++i)
+      for (int64_t j = 0; j < a.t; ++j) {
+        float w = p[(h * a.s + i) * a.t + j];
+        const float *row = v + j * a.kvHeads * a.dh + (h / a.group()) * a.dh;
+        float *o = out.data() + (i * a.heads + h) * a.dh;
+        for (int64_t e = 0; e < a.dh; ++e)
+          o[e] += w * row[e];
+      }
+  return out;
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 /// Every kv_write updates the one cache in place, which is right only when
 /// each other reader of its cache operand runs before it.
@@ -102,25 +210,57 @@ RefDevice::create(ModuleOp module, const WeightSet &weights) {
                     std::vector<float>(dev->capacity_ * dev->slotWidth_));
   dev->values_ = dev->keys_;
 
-  absl::Status status = absl::OkStatus();
-  module.walk([&](WeightOp op) {
-    std::string name = op.getName().str();
-    if (dev->weights_.count(name) || !status.ok())
-      return;
+  // Checkpoint tensors converted to float32 once, by name.
+  auto load = [&](const std::string &name, int64_t elements)
+      -> absl::StatusOr<std::shared_ptr<const std::vector<float>>> {
+    if (auto it = dev->weights_.find(name); it != dev->weights_.end())
+      return it->second;
     const TensorView *t = weights.find(name);
-    if (!t || t->numElements() != op.getType().getNumElements()) {
-      status = absl::InvalidArgumentError(
+    if (!t || t->numElements() != elements)
+      return absl::InvalidArgumentError(
           absl::StrCat(weights.origin(), ": no weight '", name,
                        "' of the shape the module needs"));
-      return;
-    }
-    auto data = std::make_shared<std::vector<float>>(t->numElements());
+    auto data = std::make_shared<std::vector<float>>(elements);
     t->toFloat(data->data());
-    dev->weights_[name] = std::move(data);
+    return dev->weights_[name] = std::move(data);
+  };
+  absl::Status status = absl::OkStatus();
+  module.walk([&](Operation *op) {
+    if (!status.ok())
+      return;
+    if (auto w = dyn_cast<WeightOp>(op)) {
+      status = load(w.getName().str(), w.getType().getNumElements()).status();
+    } else if (auto p = dyn_cast<PackedWeightOp>(op)) {
+      if (!dev->packed_.count(p.getName().str()))
+        status = dev->pack(p, load);
+    }
   });
   if (!status.ok())
     return status;
   return dev;
+}
+
+absl::Status RefDevice::pack(PackedWeightOp op, const LoadFn &load) {
+  auto type = op.getType();
+  int64_t k = type.getDimSize(1);
+  auto packed = std::make_shared<std::vector<float>>(type.getNumElements());
+  float *row = packed->data(); // [sum(rows), K]: the sources stacked
+  for (auto [source, rows] : llvm::zip(op.getSources(), op.getRows())) {
+    auto w = load(cast<StringAttr>(source).str(), rows * k);
+    if (!w.ok())
+      return w.status();
+    row = std::copy((*w)->begin(), (*w)->end(), row);
+  }
+  if (auto norm = op.getScaledBy()) { // fold the norm weight into columns
+    auto g = load(norm->str(), k);
+    if (!g.ok())
+      return g.status();
+    for (int64_t i = 0; i < type.getDimSize(0); ++i)
+      for (int64_t j = 0; j < k; ++j)
+        (*packed)[i * k + j] *= (**g)[j];
+  }
+  packed_[op.getName().str()] = std::move(packed);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<float>>
@@ -175,10 +315,11 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
     absl::Status status =
         llvm::TypeSwitch<Operation *, absl::Status>(op)
             .Case([&](WeightOp w) {
-              auto shape = w.getType().getShape();
-              set(0, {{shape.begin(), shape.end()},
-                      weights_.at(w.getName().str()),
-                      {}});
+              set(0, shared(w.getType(), weights_.at(w.getName().str())));
+              return absl::OkStatus();
+            })
+            .Case([&](PackedWeightOp w) {
+              set(0, shared(w.getType(), packed_.at(w.getName().str())));
               return absl::OkStatus();
             })
             .Case([&](EmbeddingOp) -> absl::Status {
@@ -198,59 +339,75 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               return absl::OkStatus();
             })
             .Case([&](RMSNormOp norm) {
-              const Tensor &x = in(0), &w = in(1);
-              int64_t d = x.dim(1);
+              const Tensor &x = in(0);
               float eps = float(norm.getEpsilon().convertToDouble());
-              std::vector<float> out(s * d); // [S, D]
-              for (int64_t i = 0; i < s; ++i) {
-                const float *row = x.f() + i * d;
-                float ss = 0;
-                for (int64_t j = 0; j < d; ++j)
-                  ss += row[j] * row[j];
-                float inv = 1.0f / std::sqrt(ss / float(d) + eps);
-                for (int64_t j = 0; j < d; ++j)
-                  out[i * d + j] = row[j] * inv * w.f()[j];
-              }
-              set(0, floats({s, d}, std::move(out)));
+              set(0,
+                  floats(x.shape, rmsNorm(x.f(), s, x.dim(1), eps, in(1).f())));
               return absl::OkStatus();
             })
             .Case<LinearOp, LogitsOp>([&](Operation *) {
-              set(0, floats({s, in(1).dim(0)}, matmulT(in(0), in(1))));
+              const Tensor &x = in(0), &w = in(1);
+              set(0, floats({s, w.dim(0)},
+                            matmulT(x.f(), s, x.dim(1), w.f(), w.dim(0))));
               return absl::OkStatus();
             })
-            .Case([&](RopeOp rope) {
-              const Tensor &x = in(0);
-              const std::vector<int32_t> &pos = in(1).ints;
-              int64_t width = x.dim(1), heads = rope.getHeads();
-              int64_t dh = width / heads, half = dh / 2;
-              double theta = rope.getTheta().convertToDouble();
-              bool interleaved = rope.getLayout() == RopeLayout::interleaved;
-              std::vector<float> out(x.data->begin(), x.data->end()); // [S, W]
-              for (int64_t i = 0; i < s; ++i)
-                for (int64_t h = 0; h < heads; ++h)
-                  for (int64_t j = 0; j < half; ++j) {
-                    // Meta: freq_j = theta^(-2j/Dh), angle = position * freq_j.
-                    double angle =
-                        pos[i] * std::pow(theta, -2.0 * double(j) / double(dh));
-                    float c = float(std::cos(angle)),
-                          sn = float(std::sin(angle));
-                    int64_t a = i * width + h * dh + (interleaved ? 2 * j : j);
-                    int64_t b = interleaved ? a + 1 : a + half;
-                    float x0 = x.f()[a], x1 = x.f()[b];
-                    out[a] = x0 * c - x1 * sn;
-                    out[b] = x0 * sn + x1 * c;
-                  }
-              set(0, floats({s, width}, std::move(out)));
+            .Case([&](FusedLinearOp fused) {
+              const Tensor &x = in(0), &w = in(1);
+              int64_t k = x.dim(1), n = w.dim(0);
+              std::vector<float> normed; // [S, K], the prologue's rows
+              const float *rows = x.f();
+              if (auto eps = fused.getNormEpsilon()) {
+                normed = rmsNorm(rows, s, k, float(eps->convertToDouble()),
+                                 /*weight=*/nullptr); // folded into w
+                rows = normed.data();
+              }
+              std::vector<float> y = matmulT(rows, s, k, w.f(), n); // [S, N]
+              if (fused.getSwiglu()) {
+                int64_t f = n / 2;             // y = [gate | up]
+                std::vector<float> out(s * f); // [S, F]
+                for (int64_t i = 0; i < s; ++i)
+                  for (int64_t j = 0; j < f; ++j)
+                    out[i * f + j] = silu(y[i * n + j]) * y[i * n + f + j];
+                set(0, floats({s, f}, std::move(out)));
+                return absl::OkStatus();
+              }
+              if (fused.getResidual()) {
+                const float *h = env[fused.getResidual()].f();
+                for (size_t i = 0; i < y.size(); ++i)
+                  y[i] += h[i];
+              }
+              int64_t col = 0;
+              for (auto [r, result] : llvm::enumerate(fused.getResults())) {
+                int64_t width =
+                    cast<RankedTensorType>(result.getType()).getDimSize(1);
+                std::vector<float> part(s * width); // [S, width]
+                for (int64_t i = 0; i < s; ++i)
+                  std::copy_n(y.begin() + i * n + col, width,
+                              part.begin() + i * width);
+                set(r, floats({s, width}, std::move(part)));
+                col += width;
+              }
+              return absl::OkStatus();
+            })
+            .Case([&](RopeOp op) {
+              std::vector<float> out(in(0).data->begin(), in(0).data->end());
+              rope(out, s, op.getHeads(), in(1).ints,
+                   op.getTheta().convertToDouble(), op.getLayout());
+              set(0, floats(in(0).shape, std::move(out)));
               return absl::OkStatus();
             })
             .Case([&](KVWriteOp write) {
-              const Tensor &k = in(0), &v = in(1);
               const std::vector<int32_t> &pos = in(3).ints;
+              std::vector<float> k(in(0).data->begin(), in(0).data->end());
+              if (auto theta = write.getRopeTheta())
+                rope(k, s,
+                     cast<KVCacheType>(write.getCache().getType()).getKvHeads(),
+                     pos, theta->convertToDouble(), *write.getRopeLayout());
               int64_t l = write.getLayer();
               for (int64_t i = 0; i < s; ++i) {
-                std::copy_n(k.f() + i * slotWidth_, slotWidth_,
+                std::copy_n(k.begin() + i * slotWidth_, slotWidth_,
                             keys_[l].begin() + pos[i] * slotWidth_);
-                std::copy_n(v.f() + i * slotWidth_, slotWidth_,
+                std::copy_n(in(1).f() + i * slotWidth_, slotWidth_,
                             values_[l].begin() + pos[i] * slotWidth_);
               }
               set(0, Tensor{});
@@ -268,75 +425,59 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               set(1, slots(values_[l]));
               return absl::OkStatus();
             })
-            .Case([&](QKOp qk) {
-              const Tensor &q = in(0), &k = in(1);
-              int64_t heads = qk.getHeads(), group = heads / qk.getKvHeads();
-              int64_t dh = q.dim(1) / heads, t = k.dim(0);
-              float scale = float(qk.getScale().convertToDouble());
-              std::vector<float> out(heads * s * t); // [H, S, T]
-              for (int64_t h = 0; h < heads; ++h)
-                for (int64_t i = 0; i < s; ++i)
-                  for (int64_t j = 0; j < t; ++j) {
-                    const float *a = q.f() + i * q.dim(1) + h * dh;
-                    const float *b = k.f() + j * k.dim(1) + (h / group) * dh;
-                    float acc = 0;
-                    for (int64_t e = 0; e < dh; ++e)
-                      acc += a[e] * b[e];
-                    out[(h * s + i) * t + j] = acc * scale;
-                  }
-              set(0, floats({heads, s, t}, std::move(out)));
+            .Case([&](QKOp op) {
+              AttentionShape a{s, in(1).dim(0), int64_t(op.getHeads()),
+                               int64_t(op.getKvHeads()),
+                               in(0).dim(1) / int64_t(op.getHeads())};
+              set(0, floats({a.heads, s, a.t},
+                            qk(in(0).f(), in(1).f(), a,
+                               float(op.getScale().convertToDouble()))));
               return absl::OkStatus();
             })
             .Case([&](CausalMaskOp) {
               const Tensor &x = in(0);
-              const std::vector<int32_t> &pos = in(1).ints;
-              int64_t heads = x.dim(0), t = x.dim(2);
               std::vector<float> out(x.data->begin(), x.data->end());
-              for (int64_t h = 0; h < heads; ++h)
-                for (int64_t i = 0; i < s; ++i)
-                  for (int64_t j = pos[i] + 1; j < t; ++j)
-                    out[(h * s + i) * t + j] =
-                        -std::numeric_limits<float>::infinity();
+              causalMask(out, {s, x.dim(2), x.dim(0), 1, 0}, in(1).ints);
               set(0, floats(x.shape, std::move(out)));
               return absl::OkStatus();
             })
             .Case([&](SoftmaxOp) {
-              const Tensor &x = in(0);
-              int64_t t = x.shape.back(), rows = x.data->size() / t;
-              std::vector<float> out(x.data->size());
-              for (int64_t r = 0; r < rows; ++r) {
-                const float *row = x.f() + r * t;
-                float m = *std::max_element(row, row + t), sum = 0;
-                for (int64_t j = 0; j < t; ++j)
-                  sum += out[r * t + j] = std::exp(row[j] - m);
-                for (int64_t j = 0; j < t; ++j)
-                  out[r * t + j] /= sum;
-              }
-              set(0, floats(x.shape, std::move(out)));
+              std::vector<float> out(in(0).data->begin(), in(0).data->end());
+              softmax(out, in(0).shape.back());
+              set(0, floats(in(0).shape, std::move(out)));
               return absl::OkStatus();
             })
-            .Case([&](PVOp pv) {
+            .Case([&](PVOp op) {
               const Tensor &p = in(0), &v = in(1);
-              int64_t heads = p.dim(0), t = p.dim(2);
-              int64_t kvHeads = pv.getKvHeads(), group = heads / kvHeads;
-              int64_t dh = v.dim(1) / kvHeads, width = heads * dh;
-              std::vector<float> out(s * width, 0.0f); // [S, H*Dh]
-              for (int64_t h = 0; h < heads; ++h)
-                for (int64_t i = 0; i < s; ++i)
-                  for (int64_t j = 0; j < t; ++j) {
-                    float w = p.f()[(h * s + i) * t + j];
-                    const float *row = v.f() + j * v.dim(1) + (h / group) * dh;
-                    float *o = out.data() + i * width + h * dh;
-                    for (int64_t e = 0; e < dh; ++e)
-                      o[e] += w * row[e];
-                  }
-              set(0, floats({s, width}, std::move(out)));
+              int64_t kvHeads = op.getKvHeads();
+              AttentionShape a{s, p.dim(2), p.dim(0), kvHeads,
+                               v.dim(1) / kvHeads};
+              set(0, floats({s, a.heads * a.dh}, pv(*p.data, v.f(), a)));
+              return absl::OkStatus();
+            })
+            .Case([&](AttentionOp op) {
+              // The four steps of the unfused ops, in one: the reference
+              // shows what the fused kernel must compute, not how.
+              const Tensor &k = in(1), &v = in(2);
+              const std::vector<int32_t> &pos = in(3).ints;
+              AttentionShape a{s, k.dim(0), int64_t(op.getHeads()),
+                               int64_t(op.getKvHeads()),
+                               in(0).dim(1) / int64_t(op.getHeads())};
+              std::vector<float> q(in(0).data->begin(), in(0).data->end());
+              if (auto theta = op.getRopeTheta())
+                rope(q, s, a.heads, pos, theta->convertToDouble(),
+                     *op.getRopeLayout());
+              std::vector<float> p = qk(q.data(), k.f(), a,
+                                        float(op.getScale().convertToDouble()));
+              causalMask(p, a, pos);
+              softmax(p, a.t);
+              set(0, floats({s, a.heads * a.dh}, pv(p, v.f(), a)));
               return absl::OkStatus();
             })
             .Case([&](SiLUOp) {
               std::vector<float> out(in(0).data->begin(), in(0).data->end());
               for (float &x : out)
-                x = x / (1.0f + std::exp(-x));
+                x = silu(x);
               set(0, floats(in(0).shape, std::move(out)));
               return absl::OkStatus();
             })

@@ -9,11 +9,13 @@
 #ifndef KILN_REFERENCE_REFDEVICE_H
 #define KILN_REFERENCE_REFDEVICE_H
 
+#include "ir/KilnOps.h"
 #include "runtime/Device.h"
 #include "runtime/Weights.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,10 +44,17 @@ public:
 
 private:
   RefDevice(mlir::ModuleOp module) : module_(module) {}
+  using LoadFn =
+      std::function<absl::StatusOr<std::shared_ptr<const std::vector<float>>>(
+          const std::string &name, int64_t elements)>;
+  /// Builds a packed weight as its op says: sources stacked, norm folded.
+  absl::Status pack(PackedWeightOp op, const LoadFn &load);
 
   mlir::ModuleOp module_;
   /// Every weight the module names, converted to float32 once.
-  std::map<std::string, std::shared_ptr<std::vector<float>>> weights_;
+  std::map<std::string, std::shared_ptr<const std::vector<float>>> weights_;
+  /// Every packed weight, by its name.
+  std::map<std::string, std::shared_ptr<const std::vector<float>>> packed_;
   /// The sequence's KV cache: per layer, [capacity, kv_heads*head_dim].
   std::vector<std::vector<float>> keys_, values_;
   int64_t capacity_ = 0, slotWidth_ = 0;

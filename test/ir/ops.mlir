@@ -55,3 +55,26 @@ func.func @decode_f32(%x: tensor<1x64xf32>, %w: tensor<64xf32>) -> tensor<1x64xf
   %y = kiln.rms_norm %x, %w eps = 1.0e-06 : tensor<1x64xf32>, tensor<64xf32>
   return %y : tensor<1x64xf32>
 }
+
+// The fused ops that the passes create.
+// CHECK-LABEL: func.func @fused
+func.func @fused(%h: tensor<?x64xf16>, %pos: tensor<?xi32>, %c0: !cache) -> (tensor<?x64xf16>, !cache) {
+  // CHECK: %[[W:.*]] = kiln.packed_weight "l.q_proj+k_proj+v_proj" = ["l.q_proj.weight", "l.k_proj.weight", "l.v_proj.weight"] rows [64, 32, 32] scaled_by "l.norm.weight" : tensor<128x64xf16>
+  %w = kiln.packed_weight "l.q_proj+k_proj+v_proj" = ["l.q_proj.weight", "l.k_proj.weight", "l.v_proj.weight"] rows [64, 32, 32] scaled_by "l.norm.weight" : tensor<128x64xf16>
+  // CHECK: %[[F:.*]]:3 = kiln.fused_linear %{{.*}}, %[[W]] norm(eps = 1.000000e-05) : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>
+  %q, %k, %v = kiln.fused_linear %h, %w norm(eps = 1.0e-05) : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>
+  // CHECK: %[[C1:.*]] = kiln.kv_write %[[F]]#1, %[[F]]#2 into %{{.*}}[1] at %{{.*}} rope(theta = 1.000000e+04, layout = interleaved)
+  %c1 = kiln.kv_write %k, %v into %c0[1] at %pos rope(theta = 10000.0, layout = interleaved) : tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32>, !cache
+  %keys, %values = kiln.kv_read %c1[1] upto %pos : !cache, tensor<?xi32> -> tensor<?x32xf16>, tensor<?x32xf16>
+  // CHECK: %[[A:.*]] = kiln.attention %[[F]]#0, %{{.*}}, %{{.*}} at %{{.*}} heads = 4, kv_heads = 2, scale = 2.500000e-01 rope(theta = 1.000000e+04, layout = interleaved) : tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32> -> tensor<?x64xf16>
+  %a = kiln.attention %q, %keys, %values at %pos heads = 4, kv_heads = 2, scale = 0.25 rope(theta = 10000.0, layout = interleaved) : tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32> -> tensor<?x64xf16>
+  // CHECK: kiln.attention {{.*}} scale = 2.500000e-01 : tensor<?x64xf16>
+  %a2 = kiln.attention %q, %keys, %values at %pos heads = 4, kv_heads = 2, scale = 0.25 : tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32> -> tensor<?x64xf16>
+  %wo = kiln.weight "l.o_proj.weight" : tensor<64x64xf16>
+  // CHECK: %[[R:.*]] = kiln.fused_linear %[[A]], %{{.*}} residual(%{{.*}}) : tensor<?x64xf16>, tensor<64x64xf16>, tensor<?x64xf16> -> tensor<?x64xf16>
+  %r = kiln.fused_linear %a, %wo residual(%h) : tensor<?x64xf16>, tensor<64x64xf16>, tensor<?x64xf16> -> tensor<?x64xf16>
+  %wgu = kiln.packed_weight "l.gate_proj+up_proj" = ["l.gate_proj.weight", "l.up_proj.weight"] rows [192, 192] : tensor<384x64xf16>
+  // CHECK: kiln.fused_linear %[[R]], %{{.*}} norm(eps = 1.000000e-05) swiglu : tensor<?x64xf16>, tensor<384x64xf16> -> tensor<?x192xf16>
+  %m = kiln.fused_linear %r, %wgu norm(eps = 1.0e-05) swiglu : tensor<?x64xf16>, tensor<384x64xf16> -> tensor<?x192xf16>
+  return %a2, %c1 : tensor<?x64xf16>, !cache
+}

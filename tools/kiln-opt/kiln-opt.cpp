@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/KilnDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -15,6 +16,7 @@ int main(int argc, char **argv) {
   registry.insert<kiln::KilnDialect, mlir::func::FuncDialect>();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
+  kiln::registerKilnPassesAndPipeline();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "kiln optimizer driver\n", registry));
 }

@@ -10,8 +10,14 @@
 
 namespace kiln {
 
-extern llvm::cl::SubCommand compileCommand;
-extern llvm::cl::SubCommand runCommand;
+/// The subcommands, built on first use so that options in any file can
+/// name them during static initialization (cl::sub(compileCommand())).
+llvm::cl::SubCommand &compileCommand();
+llvm::cl::SubCommand &runCommand();
+
+/// Options that compile and run share (defined in Options.cpp).
+extern llvm::cl::opt<std::string> dtypeFlag;
+extern llvm::cl::opt<bool> fusionFlag;
 
 /// Each returns the process exit code: 0, 1 (bad input) or 2 (bad usage).
 int runCompile();

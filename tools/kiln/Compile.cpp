@@ -1,5 +1,6 @@
 //===- Compile.cpp - kiln compile -----------------------------------------===//
 #include "ir/KilnOps.h"
+#include "passes/Passes.h"
 #include "runtime/AtomicFile.h"
 #include "runtime/DType.h"
 #include "tools/kiln/Commands.h"
@@ -15,30 +16,22 @@ using namespace mlir;
 
 namespace kiln {
 
-cl::SubCommand compileCommand("compile", "Compile a model to kiln IR");
-
 namespace {
 cl::opt<std::string> model(cl::Positional, cl::desc("[MODEL]"),
-                           cl::init("tiny-gqa"), cl::sub(compileCommand));
+                           cl::init("tiny-gqa"), cl::sub(compileCommand()));
 cl::opt<std::string> output("o", cl::desc("Write the kiln IR to this file"),
-                            cl::value_desc("file"), cl::sub(compileCommand));
+                            cl::value_desc("file"), cl::sub(compileCommand()));
 enum class Emit { Summary, Mlir };
 cl::opt<Emit> emit("emit", cl::desc("What to print on stdout"),
                    cl::values(clEnumValN(Emit::Summary, "summary",
                                          "what was compiled (default)"),
                               clEnumValN(Emit::Mlir, "mlir", "the kiln IR")),
-                   cl::init(Emit::Summary), cl::sub(compileCommand));
+                   cl::init(Emit::Summary), cl::sub(compileCommand()));
 cl::opt<bool> printLocations("print-locations",
                              cl::desc("Print each op's Hugging Face module "
                                       "name with the IR"),
-                             cl::sub(compileCommand));
+                             cl::sub(compileCommand()));
 } // namespace
-
-/// --dtype belongs to compile and run alike.
-cl::opt<std::string> dtypeFlag("dtype",
-                               cl::desc("Storage type: f16, bf16 or f32"),
-                               cl::init("f16"), cl::sub(compileCommand),
-                               cl::sub(runCommand));
 
 int fail(const absl::Status &status, int code) {
   llvm::errs() << "kiln: error: " << std::string(status.message()) << "\n";
@@ -56,6 +49,13 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
   if (failed(verify(*out.module)))
     return absl::InternalError(
         absl::StrCat(name, ": the frontend built IR that does not verify"));
+  if (opts.fusion) {
+    PassManager pm(&ctx);
+    buildKilnPipeline(pm);
+    if (failed(pm.run(*out.module)))
+      return absl::InternalError(
+          absl::StrCat(name, ": the fusion pipeline failed"));
+  }
   auto weights = collectWeights(*out.module);
   if (!weights.ok())
     return weights.status();
@@ -93,7 +93,7 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
   for (auto fn : m.module->getOps<func::FuncOp>()) {
     int64_t ops = 0, weights = 0;
     fn.walk([&](Operation *op) {
-      if (isa<WeightOp>(op))
+      if (isa<WeightOp, PackedWeightOp>(op))
         ++weights;
       else if (op->getDialect() && op->getDialect()->getNamespace() == "kiln")
         ++ops;
@@ -122,6 +122,7 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
 int runCompile() {
   FrontendOptions opts;
   opts.dtype = dtypeFlag;
+  opts.fusion = fusionFlag;
   if (opts.dtype != "f16" && opts.dtype != "bf16" && opts.dtype != "f32")
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--dtype: '", opts.dtype, "' is not f16, bf16 or f32")),

@@ -14,26 +14,23 @@ namespace cl = llvm::cl;
 
 namespace kiln {
 
-cl::SubCommand runCommand("run", "Generate tokens with a model");
-extern cl::opt<std::string> dtypeFlag;
-
 namespace {
 cl::opt<std::string> model(cl::Positional, cl::desc("[MODEL]"),
-                           cl::init("tiny-gqa"), cl::sub(runCommand));
+                           cl::init("tiny-gqa"), cl::sub(runCommand()));
 cl::opt<std::string> promptIds("prompt-ids",
                                cl::desc("The prompt as token ids: 1,2,3"),
-                               cl::value_desc("ids"), cl::sub(runCommand));
+                               cl::value_desc("ids"), cl::sub(runCommand()));
 // Numbers are read as text so that a bad value gets kiln's own one-line
 // error (cl::opt's parser writes its own format straight to stderr).
 cl::opt<std::string> maxNewTokensFlag("max-new-tokens",
                                       cl::desc("Tokens to generate"),
-                                      cl::init("16"), cl::sub(runCommand));
+                                      cl::init("16"), cl::sub(runCommand()));
 cl::opt<std::string> device("device", cl::desc("Where to run: ref"),
-                            cl::init("ref"), cl::sub(runCommand));
+                            cl::init("ref"), cl::sub(runCommand()));
 cl::opt<std::string> dumpLogits(
     "dump-logits",
     cl::desc("Write prompt, tokens and every logit in the fixture layout"),
-    cl::value_desc("file.safetensors"), cl::sub(runCommand));
+    cl::value_desc("file.safetensors"), cl::sub(runCommand()));
 
 absl::StatusOr<std::vector<int32_t>> parseIds(const std::string &text) {
   std::vector<int32_t> ids;
@@ -71,6 +68,7 @@ int runRun() {
                 2);
   FrontendOptions opts;
   opts.dtype = dtypeFlag;
+  opts.fusion = fusionFlag;
 
   mlir::MLIRContext ctx;
   auto compiled = compileModel(ctx, model, opts);

@@ -36,9 +36,9 @@ int main(int argc, char **argv) {
     llvm::errs() << "\n";
     return 2;
   }
-  if (kiln::compileCommand)
+  if (kiln::compileCommand())
     return kiln::runCompile();
-  if (kiln::runCommand)
+  if (kiln::runCommand())
     return kiln::runRun();
   llvm::errs() << "kiln: error: name a subcommand: compile or run "
                   "(kiln --help lists them)\n";

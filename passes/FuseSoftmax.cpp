@@ -1,0 +1,64 @@
+//===- FuseSoftmax.cpp - kiln-fuse-softmax --------------------------------===//
+//
+// pv(softmax(causal_mask(qk(q, K))), V) becomes attention(q, K, V): one
+// kernel with an online softmax, the scores never in memory.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNFUSESOFTMAX
+#include "passes/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+struct FuseAttention : OpRewritePattern<PVOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(PVOp pv,
+                                PatternRewriter &rewriter) const override {
+    auto softmax = pv.getProbs().getDefiningOp<SoftmaxOp>();
+    auto mask = softmax ? softmax.getScores().getDefiningOp<CausalMaskOp>()
+                        : CausalMaskOp();
+    auto qk = mask ? mask.getScores().getDefiningOp<QKOp>() : QKOp();
+    if (!qk)
+      return rewriter.notifyMatchFailure(pv, "not qk -> mask -> softmax -> pv");
+    if (!softmax->hasOneUse() || !mask->hasOneUse() || !qk->hasOneUse())
+      return rewriter.notifyMatchFailure(pv, "an intermediate is used twice");
+    if (qk.getKvHeads() != pv.getKvHeads())
+      return rewriter.notifyMatchFailure(pv, "qk and pv disagree on kv heads");
+
+    auto attention = rewriter.create<AttentionOp>(
+        rewriter.getFusedLoc(
+            {qk.getLoc(), mask.getLoc(), softmax.getLoc(), pv.getLoc()}),
+        pv.getType(), qk.getQuery(), qk.getKeys(), pv.getValues(),
+        mask.getPositions(), qk.getHeadsAttr(), qk.getKvHeadsAttr(),
+        qk.getScaleAttr(), /*rope_theta=*/FloatAttr(),
+        /*rope_layout=*/RopeLayoutAttr(), softmax.getSubtractMaxAttr(),
+        softmax.getAccumulatorAttr());
+    rewriter.replaceOp(pv, attention.getResult());
+    rewriter.eraseOp(softmax);
+    rewriter.eraseOp(mask);
+    rewriter.eraseOp(qk);
+    return success();
+  }
+};
+
+struct KilnFuseSoftmax : kiln::impl::KilnFuseSoftmaxBase<KilnFuseSoftmax> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseAttention>(&getContext());
+    if (failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

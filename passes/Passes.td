@@ -1,0 +1,83 @@
+//===- Passes.td - kiln's passes ---------------------------*- tablegen -*-===//
+//
+// Each pass lives in its own file (named after the pass) with its own lit
+// tests in test/passes/. `kiln-opt --kiln-pipeline` runs them in order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_TD
+#define KILN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def KilnFuseRMSNormMatmul : Pass<"kiln-fuse-rmsnorm-matmul", "::mlir::func::FuncOp"> {
+  let summary = "Fuse an RMSNorm into the matmuls that read it";
+  let description = [{
+    An RMSNorm whose every user is a linear (Q/K/V after input_layernorm,
+    gate/up after post_attention_layernorm) or the LM head (after the final
+    norm) becomes one kiln.fused_linear with an RMSNorm prologue: the kernel
+    computes each row's 1/rms itself, and the norm weight is folded into a
+    kiln.packed_weight that also stacks the linears' weights, one result per
+    former linear. The normalized activations never go to memory.
+
+    Does not fire when the normalized value has any other user (it must then
+    be materialized), when a weight is not a named kiln.weight, or when
+    linears and the LM head share one norm.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnFuseSwiGLU : Pass<"kiln-fuse-swiglu", "::mlir::func::FuncOp"> {
+  let summary = "Fuse silu(gate) * up into the gate/up matmul's epilogue";
+  let description = [{
+    `kiln.mul(kiln.silu(gate), up)` where gate and up are the two results of
+    one kiln.fused_linear (in that order), or two kiln.linear ops on the same
+    input with named weights, becomes one kiln.fused_linear with the
+    `swiglu` epilogue: the `[S, 2F]` product never goes to memory, only the
+    `[S, F]` result does. Does not fire when gate, up or the silu has another
+    user, or when the operands come in the other order.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnFuseResidual : Pass<"kiln-fuse-residual", "::mlir::func::FuncOp"> {
+  let summary = "Fuse residual adds into the matmul that produces the addend";
+  let description = [{
+    `kiln.add(h, linear(x))` (o_proj and down_proj in Llama) becomes a
+    kiln.fused_linear with a `residual(h)` epilogue. Does not fire when the
+    matmul's result has another user, or the matmul already has a swiglu or
+    residual epilogue or several results.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnFuseSoftmax : Pass<"kiln-fuse-softmax", "::mlir::func::FuncOp"> {
+  let summary = "Fuse Q·Kᵀ, the causal mask, softmax and ·V into attention";
+  let description = [{
+    kiln.qk → kiln.causal_mask → kiln.softmax → kiln.pv, each value used
+    only by the next, becomes one kiln.attention: an online (flash-style)
+    softmax that keeps the row maximum subtracted and accumulates in f32,
+    and reads each kv head once for all the query heads that share it. The
+    softmax's numerics attributes carry over, so the verifier of the
+    attention op still refuses an unsafe softmax. Does not fire when any
+    intermediate (scores, masked scores, probabilities) has another user.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnFuseRopeQK : Pass<"kiln-fuse-rope-qk", "::mlir::func::FuncOp"> {
+  let summary = "Rotate Q as attention loads it and K as the cache stores it";
+  let description = [{
+    A kiln.rope whose only user is a kiln.attention's query becomes that
+    attention's `rope(...)`: Q is rotated as it is loaded. A kiln.rope whose
+    only user is a kiln.kv_write's keys becomes the write's `rope(...)`: each
+    key is rotated once, on its way into the cache. Both pair layouts; theta
+    and positions come from the rope. Does not fire when the rotated value
+    has another user, when the rope's positions are not the consumer's, or
+    when its head count does not match (query heads, or the cache's kv
+    heads). Run after kiln-fuse-softmax: a bare kiln.qk keeps its rope.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+#endif // KILN_PASSES_TD
