@@ -4,6 +4,7 @@
 #define KILN_ATTRS_TD
 
 include "ir/KilnDialect.td"
+include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 
 // Which dimensions of a head RoPE rotates together. Hugging Face checkpoints
@@ -18,6 +19,28 @@ def Kiln_RopeLayout : I32EnumAttr<"RopeLayout", "pairing of the rotated dimensio
 
 def Kiln_RopeLayoutAttr : EnumAttr<Kiln_Dialect, Kiln_RopeLayout, "rope_layout"> {
   let assemblyFormat = "$value";
+}
+
+def Kiln_KVPoolAttr : AttrDef<Kiln_Dialect, "KVPool"> {
+  let mnemonic = "kv_pool";
+  let summary = "the paged KV pool: one allocation of fixed-size blocks";
+  let description = [{
+    What `kiln-plan-kv-pool` decided. The pool is one device allocation laid
+    out `[layer][keys | values][block][token][kv_head][head_dim]`: a block
+    holds `block_size` tokens of one layer's keys (or values), `block_bytes`
+    bytes. Layer `l` keeps its keys at `l * layer_bytes` and its values
+    `blocks * block_bytes` after them. A sequence owns whole blocks through
+    its block table, and block `b` of the table is block `b` in every
+    layer, so one table serves all layers.
+
+    ```mlir
+    module attributes {kiln.kv_pool = #kiln.kv_pool<block_size = 16, blocks = 256, block_bytes = 4096, layer_bytes = 2097152, bytes = 67108864>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$block_size, "int64_t":$blocks,
+                        "int64_t":$block_bytes, "int64_t":$layer_bytes,
+                        "int64_t":$bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 #endif // KILN_ATTRS_TD

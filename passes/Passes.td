@@ -80,4 +80,49 @@ def KilnFuseRopeQK : Pass<"kiln-fuse-rope-qk", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnPlanKVPool : Pass<"kiln-plan-kv-pool", "::mlir::ModuleOp"> {
+  let summary = "Plan the paged KV pool: block size, block count, layout";
+  let description = [{
+    Sizes one device allocation of fixed-size blocks for the keys and values
+    of every layer (kv heads only: GQA models store fewer), from the maximum
+    batch and context, or from a memory budget, and records it as the
+    module's `kiln.kv_pool` attribute (#kiln.kv_pool). Sequences take whole
+    blocks through a block table, so the waste per sequence is under one
+    block. `kiln-opt -kiln-test-print-kv-plan` prints the plan.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", "16",
+           "Tokens per block">,
+    Option<"maxBatch", "max-batch", "int64_t", "1",
+           "Sequences that must fit at their full context">,
+    Option<"maxContext", "max-context", "int64_t", "0",
+           "Tokens per sequence (0: the model's context)">,
+    Option<"memoryBudget", "memory-budget", "int64_t", "0",
+           "Bytes for the pool; when set it decides the block count">
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnPlanBuffers : Pass<"kiln-plan-buffers", "::mlir::ModuleOp"> {
+  let summary = "Give every activation an offset in one arena, by liveness";
+  let description = [{
+    Each function's activations (the results of kiln ops other than weights,
+    the cache and the views kv_read makes of it) get a byte offset in one
+    arena, such that two values alive at the same time never share bytes:
+    first fit, largest first, 256-byte aligned. A value lives from its
+    definition to its last use, so memory is reused across layers. Sizes
+    take `prefill-tokens` for the dynamic token count and the model's
+    context for the dynamic key count. Records `kiln.arena_offsets` on each
+    op, and `kiln.arena_bytes` and `kiln.arena_peak_bytes` (the most bytes
+    alive at once) on each function and the largest on the module, since
+    @prefill and @decode never run at once. `kiln-opt
+    -kiln-test-print-buffer-plan` prints it.
+  }];
+  let options = [
+    Option<"prefillTokens", "prefill-tokens", "int64_t", "2048",
+           "Tokens of the largest prefill (capped at the model's context)">
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 #endif // KILN_PASSES_TD

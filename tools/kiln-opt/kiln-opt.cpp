@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/KilnDialect.h"
 #include "passes/Passes.h"
+#include "test/lib/TestPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   kiln::registerKilnPassesAndPipeline();
+  kiln::test::registerTestPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "kiln optimizer driver\n", registry));
 }
