@@ -103,4 +103,33 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kiln_FusedQKVOp : Kiln_Op<"fused_qkv", [Pure, AllTypesMatch<["cache", "cache_out"]>]> {
+  let summary = "the QKV matmul that writes K and V into the cache itself";
+  let description = [{
+    One kernel for the first half of attention's inputs: `y = prologue(input)
+    · weightᵀ` as kiln.fused_linear computes it, with `y = [q | k | v]`
+    (k and v each `kv_heads * head_dim` of the cache wide). The epilogue
+    rotates k when `rope(...)` is given, writes k and v into slot
+    `positions[s]` of layer `layer`, and returns q and the updated cache:
+    keys and values never take a round trip through memory before the cache.
+
+    ```mlir
+    %q, %c1 = kiln.fused_qkv %h, %wqkv norm(eps = 1.000000e-05) into %c0[0] at %pos rope(theta = 1.000000e+04, layout = rotate_half) : tensor<?x4096xf16>, tensor<12288x4096xf16>, tensor<?xi32>, !kiln.kv_cache<layers = 32, capacity = 4096, kv_heads = 32, head_dim = 128, element_type = f16> -> tensor<?x4096xf16>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$input, Kiln_Matrix:$weight,
+                       Kiln_KVCacheType:$cache, I64Attr:$layer, Kiln_Positions:$positions,
+                       OptionalAttr<F64Attr>:$norm_epsilon,
+                       OptionalAttr<F64Attr>:$rope_theta,
+                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout);
+  let results = (outs Kiln_Activation:$query, Kiln_KVCacheType:$cache_out);
+  let assemblyFormat = [{
+    $input `,` $weight (`norm` `(` `eps` `=` $norm_epsilon^ `)`)? `into` $cache `[` $layer `]`
+    `at` $positions (`rope` `(` `theta` `=` $rope_theta^ `,` `layout` `=` `` $rope_layout `)`)?
+    attr-dict `:` type($input) `,` type($weight) `,` type($positions) `,` qualified(type($cache))
+    `->` type($query)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // KILN_FUSED_OPS_TD

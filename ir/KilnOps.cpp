@@ -365,5 +365,35 @@ LogicalResult AttentionOp::verify() {
   return verifySameElement(*this, getQuery(), "query", getResult(), "result");
 }
 
+LogicalResult FusedQKVOp::verify() {
+  auto cache = cast<KVCacheType>(getCache().getType());
+  auto in = tensorType(getInput()), w = tensorType(getWeight()),
+       q = tensorType(getQuery());
+  if (failed(verifyFeatures(*this, getInput(), "input")) ||
+      failed(verifyLayer(*this, getLayer(), cache)))
+    return failure();
+  if (in.getDimSize(1) != w.getDimSize(1))
+    return emitOpError() << "weight shape [" << w.getDimSize(0) << ", "
+                         << w.getDimSize(1)
+                         << "] does not match the input: expected [N, "
+                         << in.getDimSize(1) << "]";
+  if (w.getDimSize(0) != q.getDimSize(1) + 2 * cache.getSlotWidth())
+    return emitOpError() << "the weight has " << w.getDimSize(0)
+                         << " rows, q, k and v need "
+                         << q.getDimSize(1) + 2 * cache.getSlotWidth();
+  if (in.getElementType() != w.getElementType() ||
+      q.getElementType() != in.getElementType() ||
+      cache.getElementType() != in.getElementType())
+    return emitOpError() << "input, weight, query and cache must share one "
+                            "element type";
+  if (!compatible(q.getDimSize(0), in.getDimSize(0)) ||
+      !compatible(tensorType(getPositions()).getDimSize(0), in.getDimSize(0)))
+    return emitOpError() << "input, query and positions differ in count";
+  if (auto eps = getNormEpsilon(); eps && eps->convertToDouble() <= 0)
+    return emitOpError() << "norm epsilon must be positive";
+  return verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
+                         cache.getHeadDim());
+}
+
 #define GET_OP_CLASSES
 #include "ir/KilnOps.cpp.inc"

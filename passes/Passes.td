@@ -80,6 +80,19 @@ def KilnFuseRopeQK : Pass<"kiln-fuse-rope-qk", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnFuseKVWrite : Pass<"kiln-fuse-kv-write", "::mlir::func::FuncOp"> {
+  let summary = "Write K and V into the cache from the QKV matmul's epilogue";
+  let description = [{
+    A kiln.kv_write whose keys and values are results 1 and 2 of a
+    three-result kiln.fused_linear (Q, K, V), and used nowhere else, becomes
+    one kiln.fused_qkv: the matmul rotates K (the write's rope) and stores
+    K and V in the cache itself, and only Q goes to memory. Run after
+    kiln-fuse-rope-qk. Does not fire when K or V has another user, or the
+    matmul has an epilogue already.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnPlanKVPool : Pass<"kiln-plan-kv-pool", "::mlir::ModuleOp"> {
   let summary = "Plan the paged KV pool: block size, block count, layout";
   let description = [{

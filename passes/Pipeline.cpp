@@ -18,6 +18,7 @@ void buildKilnPipeline(mlir::OpPassManager &pm) {
   fn.addPass(createKilnFuseResidual());
   fn.addPass(createKilnFuseSoftmax());
   fn.addPass(createKilnFuseRopeQK());
+  fn.addPass(createKilnFuseKVWrite());
 }
 
 void registerKilnPassesAndPipeline() {

@@ -169,12 +169,17 @@ std::vector<float> pv(const std::vector<float> &p, const float *v,
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
-/// Every kv_write updates the one cache in place, which is right only when
-/// each other reader of its cache operand runs before it.
+/// Every cache write (kv_write, fused_qkv) updates the one cache in place,
+/// which is right only when each other reader of its cache operand runs before
+/// it.
 LogicalResult checkCacheOrder(func::FuncOp fn, std::string &error) {
-  WalkResult r = fn.walk([&](KVWriteOp write) {
-    for (Operation *user : write.getCache().getUsers())
-      if (user != write.getOperation() && !user->isBeforeInBlock(write)) {
+  WalkResult r = fn.walk([&](Operation *write) {
+    if (!isa<KVWriteOp, FusedQKVOp>(write))
+      return WalkResult::advance();
+    Value cache = isa<KVWriteOp>(write) ? cast<KVWriteOp>(write).getCache()
+                                        : cast<FusedQKVOp>(write).getCache();
+    for (Operation *user : cache.getUsers())
+      if (user != write && !user->isBeforeInBlock(write)) {
         error = absl::StrCat("ref device: ", where(user),
                              " reads a cache value after a kv_write replaced "
                              "it; the reference device updates the cache in "
@@ -206,6 +211,7 @@ RefDevice::create(ModuleOp module, const WeightSet &weights) {
   }
   dev->capacity_ = cacheType.getCapacity();
   dev->slotWidth_ = cacheType.getSlotWidth();
+  dev->headDim_ = cacheType.getHeadDim();
   dev->keys_.assign(cacheType.getLayers(),
                     std::vector<float>(dev->capacity_ * dev->slotWidth_));
   dev->values_ = dev->keys_;
@@ -302,6 +308,40 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
       Tensor{{s}, nullptr, {positions.begin(), positions.end()}};
   env[fn.getArgument(2)] = Tensor{};
 
+  // The matmul of fused_linear and fused_qkv: the RMSNorm prologue when
+  // eps is given (the norm weight is folded into w), then x·wᵀ: [S, N].
+  auto prologueMatmul = [&](const Tensor &x, const Tensor &w,
+                            std::optional<APFloat> eps) {
+    std::vector<float> normed; // [S, K]
+    const float *rows = x.f();
+    if (eps) {
+      normed = rmsNorm(rows, s, x.dim(1), float(eps->convertToDouble()),
+                       /*weight=*/nullptr);
+      rows = normed.data();
+    }
+    return matmulT(rows, s, x.dim(1), w.f(), w.dim(0));
+  };
+  // Stores rows of keys and values (each `stride` floats apart) in their
+  // slots of one layer, rotating the keys first when theta is given.
+  auto writeKV = [&](int64_t layer, const float *k, int64_t kStride,
+                     const float *v, int64_t vStride, int64_t rows,
+                     const std::vector<int32_t> &pos,
+                     std::optional<APFloat> theta,
+                     std::optional<RopeLayout> layout) {
+    std::vector<float> keys(rows * slotWidth_); // [S, Hkv*Dh]
+    for (int64_t i = 0; i < rows; ++i)
+      std::copy_n(k + i * kStride, slotWidth_, keys.begin() + i * slotWidth_);
+    if (theta)
+      rope(keys, rows, slotWidth_ / headDim_, pos, theta->convertToDouble(),
+           *layout);
+    for (int64_t i = 0; i < rows; ++i) {
+      std::copy_n(keys.begin() + i * slotWidth_, slotWidth_,
+                  keys_[layer].begin() + pos[i] * slotWidth_);
+      std::copy_n(v + i * vStride, slotWidth_,
+                  values_[layer].begin() + pos[i] * slotWidth_);
+    }
+  };
+
   std::vector<float> logits;
   for (Operation &opRef : fn.getBody().front()) {
     Operation *op = &opRef;
@@ -352,16 +392,9 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               return absl::OkStatus();
             })
             .Case([&](FusedLinearOp fused) {
-              const Tensor &x = in(0), &w = in(1);
-              int64_t k = x.dim(1), n = w.dim(0);
-              std::vector<float> normed; // [S, K], the prologue's rows
-              const float *rows = x.f();
-              if (auto eps = fused.getNormEpsilon()) {
-                normed = rmsNorm(rows, s, k, float(eps->convertToDouble()),
-                                 /*weight=*/nullptr); // folded into w
-                rows = normed.data();
-              }
-              std::vector<float> y = matmulT(rows, s, k, w.f(), n); // [S, N]
+              int64_t n = in(1).dim(0);
+              std::vector<float> y = // [S, N]
+                  prologueMatmul(in(0), in(1), fused.getNormEpsilon());
               if (fused.getSwiglu()) {
                 int64_t f = n / 2;             // y = [gate | up]
                 std::vector<float> out(s * f); // [S, F]
@@ -397,20 +430,25 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               return absl::OkStatus();
             })
             .Case([&](KVWriteOp write) {
-              const std::vector<int32_t> &pos = in(3).ints;
-              std::vector<float> k(in(0).data->begin(), in(0).data->end());
-              if (auto theta = write.getRopeTheta())
-                rope(k, s,
-                     cast<KVCacheType>(write.getCache().getType()).getKvHeads(),
-                     pos, theta->convertToDouble(), *write.getRopeLayout());
-              int64_t l = write.getLayer();
-              for (int64_t i = 0; i < s; ++i) {
-                std::copy_n(k.begin() + i * slotWidth_, slotWidth_,
-                            keys_[l].begin() + pos[i] * slotWidth_);
-                std::copy_n(in(1).f() + i * slotWidth_, slotWidth_,
-                            values_[l].begin() + pos[i] * slotWidth_);
-              }
+              writeKV(write.getLayer(), in(0).f(), slotWidth_, in(1).f(),
+                      slotWidth_, s, in(3).ints, write.getRopeTheta(),
+                      write.getRopeLayout());
               set(0, Tensor{});
+              return absl::OkStatus();
+            })
+            .Case([&](FusedQKVOp qkv) {
+              // y = [q | k | v]: k and v go to the cache, q to the result.
+              int64_t n = in(1).dim(0), qWidth = n - 2 * slotWidth_;
+              std::vector<float> y = // [S, N]
+                  prologueMatmul(in(0), in(1), qkv.getNormEpsilon());
+              writeKV(qkv.getLayer(), y.data() + qWidth, n,
+                      y.data() + qWidth + slotWidth_, n, s, in(3).ints,
+                      qkv.getRopeTheta(), qkv.getRopeLayout());
+              std::vector<float> q(s * qWidth); // [S, H*Dh]
+              for (int64_t i = 0; i < s; ++i)
+                std::copy_n(y.begin() + i * n, qWidth, q.begin() + i * qWidth);
+              set(0, floats({s, qWidth}, std::move(q)));
+              set(1, Tensor{});
               return absl::OkStatus();
             })
             .Case([&](KVReadOp read) {

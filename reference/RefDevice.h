@@ -57,7 +57,7 @@ private:
   std::map<std::string, std::shared_ptr<const std::vector<float>>> packed_;
   /// The sequence's KV cache: per layer, [capacity, kv_heads*head_dim].
   std::vector<std::vector<float>> keys_, values_;
-  int64_t capacity_ = 0, slotWidth_ = 0;
+  int64_t capacity_ = 0, slotWidth_ = 0, headDim_ = 0;
 };
 
 } // namespace kiln

@@ -119,3 +119,21 @@ func.func @kv_write_rope_theta(%k: tensor<?x32xf16>, %pos: tensor<?xi32>, %c: !c
   %c1 = kiln.kv_write %k, %k into %c[0] at %pos rope(theta = -1.0, layout = rotate_half) : tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32>, !cache
   return
 }
+
+// -----
+
+!cache = !kiln.kv_cache<layers = 1, capacity = 8, kv_heads = 2, head_dim = 16, element_type = f16>
+func.func @fused_qkv_rows(%x: tensor<?x64xf16>, %w: tensor<96x64xf16>, %pos: tensor<?xi32>, %c: !cache) {
+  // expected-error @+1 {{'kiln.fused_qkv' op the weight has 96 rows, q, k and v need 128}}
+  %q, %c1 = kiln.fused_qkv %x, %w into %c[0] at %pos : tensor<?x64xf16>, tensor<96x64xf16>, tensor<?xi32>, !cache -> tensor<?x64xf16>
+  return
+}
+
+// -----
+
+!cache = !kiln.kv_cache<layers = 1, capacity = 8, kv_heads = 2, head_dim = 16, element_type = f32>
+func.func @fused_qkv_cache_type(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %pos: tensor<?xi32>, %c: !cache) {
+  // expected-error @+1 {{'kiln.fused_qkv' op input, weight, query and cache must share one element type}}
+  %q, %c1 = kiln.fused_qkv %x, %w into %c[0] at %pos : tensor<?x64xf16>, tensor<128x64xf16>, tensor<?xi32>, !cache -> tensor<?x64xf16>
+  return
+}

@@ -76,5 +76,7 @@ func.func @fused(%h: tensor<?x64xf16>, %pos: tensor<?xi32>, %c0: !cache) -> (ten
   %wgu = kiln.packed_weight "l.gate_proj+up_proj" = ["l.gate_proj.weight", "l.up_proj.weight"] rows [192, 192] : tensor<384x64xf16>
   // CHECK: kiln.fused_linear %[[R]], %{{.*}} norm(eps = 1.000000e-05) swiglu : tensor<?x64xf16>, tensor<384x64xf16> -> tensor<?x192xf16>
   %m = kiln.fused_linear %r, %wgu norm(eps = 1.0e-05) swiglu : tensor<?x64xf16>, tensor<384x64xf16> -> tensor<?x192xf16>
-  return %a2, %c1 : tensor<?x64xf16>, !cache
+  // CHECK: %{{.*}}, %{{.*}} = kiln.fused_qkv %{{.*}}, %[[W]] norm(eps = 1.000000e-05) into %{{.*}}[0] at %{{.*}} rope(theta = 1.000000e+04, layout = rotate_half) : tensor<?x64xf16>, tensor<128x64xf16>, tensor<?xi32>, !kiln.kv_cache<{{.*}}> -> tensor<?x64xf16>
+  %q2, %c2 = kiln.fused_qkv %h, %w norm(eps = 1.0e-05) into %c1[0] at %pos rope(theta = 10000.0, layout = rotate_half) : tensor<?x64xf16>, tensor<128x64xf16>, tensor<?xi32>, !cache -> tensor<?x64xf16>
+  return %a2, %c2 : tensor<?x64xf16>, !cache
 }
