@@ -13,4 +13,11 @@
 #define GET_OP_CLASSES
 #include "ir/KilnOps.h.inc"
 
+namespace kiln {
+/// True for the ops that become a kernel launch: every kiln op except the
+/// weight references and kv_read (a view of the cache that the consuming
+/// kernel reads directly).
+bool isKernel(mlir::Operation *op);
+} // namespace kiln
+
 #endif // KILN_IR_KILNOPS_H

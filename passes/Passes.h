@@ -9,13 +9,28 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <functional>
+#include <vector>
+
 namespace kiln {
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
-/// The default pipeline: every fusion, in the order they build on each
-/// other. `kiln-opt --kiln-pipeline` and `kiln compile` run it.
+/// One step of the default pipeline: a pass (on the module or on each
+/// function) and the flag that names it.
+struct PipelineStage {
+  const char *name;
+  std::function<void(mlir::OpPassManager &)> addTo;
+};
+
+/// The default pipeline, step by step: every fusion in the order they
+/// build on each other, then kernel names and the memory plans.
+/// `kiln compile --dump-ir-after-all` writes the IR after each step.
+const std::vector<PipelineStage> &kilnPipelineStages();
+
+/// All the stages in one pass manager: `kiln-opt --kiln-pipeline` and
+/// `kiln compile` run this.
 void buildKilnPipeline(mlir::OpPassManager &pm);
 
 /// Registers every pass and the `kiln-pipeline` pipeline with MLIR's

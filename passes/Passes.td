@@ -93,6 +93,21 @@ def KilnFuseKVWrite : Pass<"kiln-fuse-kv-write", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnNameKernels : Pass<"kiln-name-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Name each kernel after its origin; identical layers share one";
+  let description = [{
+    Every kernel-level op gets `kiln.name`, its provenance in Hugging Face
+    terms with what was fused into it (`layers.3.attn.norm_qkv_rope`,
+    `layers.3.mlp.norm_gate_up_swiglu`, `norm_lm_head`), and `kiln.kernel`,
+    the kernel it runs: the name without the layer, prefixed by the
+    function (`decode.attn.norm_qkv_rope`). Ops of different layers that
+    would compile to the same code (same op, types and attributes, the layer
+    index and weight names aside) share one kernel; when two such ops differ
+    after all, the second kind gets its own kernel with a `#2` suffix.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnPlanKVPool : Pass<"kiln-plan-kv-pool", "::mlir::ModuleOp"> {
   let summary = "Plan the paged KV pool: block size, block count, layout";
   let description = [{

@@ -7,24 +7,48 @@ namespace kiln {
 namespace {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// A function pass, run on every func.func of the module.
+template <typename Create>
+PipelineStage onFunctions(const char *name, Create create) {
+  return {name, [create](mlir::OpPassManager &pm) {
+            pm.nest<mlir::func::FuncOp>().addPass(create());
+          }};
+}
 } // namespace
 
+const std::vector<PipelineStage> &kilnPipelineStages() {
+  // The norm prologue first: the SwiGLU and residual epilogues attach to the
+  // fused matmuls it makes. Attention before RoPE, which moves into it, and
+  // RoPE into the kv write before the write moves into the QKV matmul.
+  // Names and plans last, on the final kernels.
+  static const std::vector<PipelineStage> stages = {
+      onFunctions("kiln-fuse-rmsnorm-matmul", createKilnFuseRMSNormMatmul),
+      onFunctions("kiln-fuse-swiglu", createKilnFuseSwiGLU),
+      onFunctions("kiln-fuse-residual", createKilnFuseResidual),
+      onFunctions("kiln-fuse-softmax", createKilnFuseSoftmax),
+      onFunctions("kiln-fuse-rope-qk", createKilnFuseRopeQK),
+      onFunctions("kiln-fuse-kv-write", createKilnFuseKVWrite),
+      onFunctions("kiln-name-kernels", createKilnNameKernels),
+      {"kiln-plan-kv-pool",
+       [](mlir::OpPassManager &pm) { pm.addPass(createKilnPlanKVPool()); }},
+      {"kiln-plan-buffers",
+       [](mlir::OpPassManager &pm) { pm.addPass(createKilnPlanBuffers()); }},
+  };
+  return stages;
+}
+
 void buildKilnPipeline(mlir::OpPassManager &pm) {
-  mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
-  // The norm prologue first: SwiGLU and residual epilogues attach to the
-  // fused matmuls it makes. Attention first, then RoPE moves into it.
-  fn.addPass(createKilnFuseRMSNormMatmul());
-  fn.addPass(createKilnFuseSwiGLU());
-  fn.addPass(createKilnFuseResidual());
-  fn.addPass(createKilnFuseSoftmax());
-  fn.addPass(createKilnFuseRopeQK());
-  fn.addPass(createKilnFuseKVWrite());
+  for (const PipelineStage &stage : kilnPipelineStages())
+    stage.addTo(pm);
 }
 
 void registerKilnPassesAndPipeline() {
   registerKilnPasses();
   mlir::PassPipelineRegistration<>(
-      "kiln-pipeline", "kiln's default pipeline: every fusion, in order",
+      "kiln-pipeline",
+      "kiln's default pipeline: every fusion in order, then kernel names "
+      "and the memory plans",
       buildKilnPipeline);
 }
 

@@ -139,19 +139,22 @@ int runCompile() {
       return fail(s);
   }
 
-  OpPrintingFlags flags;
-  if (printLocations)
-    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false)
-        .useLocalScope(); // each location inline, not as a #loc alias
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  compiled->module->print(os, flags);
-  if (!output.empty())
+  // -o keeps the locations (as #loc aliases at the end), so that kiln-opt
+  // runs on the file keep the Hugging Face names and kernel provenance.
+  if (!output.empty()) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    compiled->module->print(os, OpPrintingFlags().enableDebugInfo());
     if (absl::Status s = writeFileAtomically(output, text); !s.ok())
       return fail(s);
-  if (emit == Emit::Mlir)
-    llvm::outs() << text;
-  else
+  }
+  if (emit == Emit::Mlir) {
+    OpPrintingFlags flags;
+    if (printLocations)
+      flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false)
+          .useLocalScope(); // each location inline, not as a #loc alias
+    compiled->module->print(llvm::outs(), flags);
+  } else
     printSummary(*compiled, opts);
   return 0;
 }
