@@ -34,6 +34,11 @@ absl::StatusOr<CompiledModel> compileModel(mlir::MLIRContext &ctx,
                                            const std::string &model,
                                            const FrontendOptions &opts);
 
+/// kiln compile --stats: kernels per step in `unfused` and `fused`, HBM
+/// bytes per decode token, arena and KV pool.
+void printStats(mlir::ModuleOp fused, mlir::ModuleOp unfused,
+                const LlamaConfig &config);
+
 /// Prints "kiln: error: <message>" on stderr and returns `code`.
 int fail(const absl::Status &status, int code = 1);
 

@@ -27,6 +27,11 @@ cl::opt<Emit> emit("emit", cl::desc("What to print on stdout"),
                                          "what was compiled (default)"),
                               clEnumValN(Emit::Mlir, "mlir", "the kiln IR")),
                    cl::init(Emit::Summary), cl::sub(compileCommand()));
+cl::opt<bool> stats("stats",
+                    cl::desc("Print kernels per step before and after "
+                             "fusion, HBM bytes per decode token, arena and "
+                             "KV pool sizes"),
+                    cl::sub(compileCommand()));
 cl::opt<bool> printLocations("print-locations",
                              cl::desc("Print each op's Hugging Face module "
                                       "name with the IR"),
@@ -154,8 +159,17 @@ int runCompile() {
       flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false)
           .useLocalScope(); // each location inline, not as a #loc alias
     compiled->module->print(llvm::outs(), flags);
-  } else
+  } else {
     printSummary(*compiled, opts);
+  }
+  if (stats) {
+    FrontendOptions tensorLevel = opts;
+    tensorLevel.fusion = false;
+    auto unfused = compileModel(ctx, model, tensorLevel);
+    if (!unfused.ok())
+      return fail(unfused.status());
+    printStats(*compiled->module, *unfused->module, compiled->source.config);
+  }
   return 0;
 }
 
