@@ -86,7 +86,8 @@ KernelCost estimateCost(Operation *op, CostShape shape) {
     c.flops = 2 * s * shape.context * dim(qk.getQuery(), 1);
   } else if (auto pv = dyn_cast<PVOp>(op)) {
     c.flops = 2 * s * shape.context * dim(pv.getResult(), 1);
-  } else if (op->getNumResults() && isa<RankedTensorType>(op->getResultTypes()[0])) {
+  } else if (op->getNumResults() &&
+             isa<RankedTensorType>(op->getResultTypes()[0])) {
     c.flops = elements(op->getResult(0), shape); // elementwise and norms
   }
   if (auto w = dyn_cast<KVWriteOp>(op))

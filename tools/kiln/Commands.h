@@ -6,7 +6,10 @@
 #include "frontend/ModelSource.h"
 
 #include "absl/status/statusor.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/CommandLine.h"
+
+#include <functional>
 
 namespace kiln {
 
@@ -30,9 +33,14 @@ struct CompiledModel {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::vector<WeightSpec> weights;
 };
+/// Called with the module after the frontend ("frontend") and after each
+/// pipeline stage (named by its pass); an error stops the compile.
+using StageHook =
+    std::function<absl::Status(llvm::StringRef stage, mlir::ModuleOp module)>;
 absl::StatusOr<CompiledModel> compileModel(mlir::MLIRContext &ctx,
                                            const std::string &model,
-                                           const FrontendOptions &opts);
+                                           const FrontendOptions &opts,
+                                           const StageHook &afterStage = {});
 
 /// kiln compile --stats: kernels per step in `unfused` and `fused`, HBM
 /// bytes per decode token, arena and KV pool.

@@ -1,4 +1,5 @@
 //===- Compile.cpp - kiln compile -----------------------------------------===//
+#include "inspect/KernelGraph.h"
 #include "ir/KilnOps.h"
 #include "passes/Passes.h"
 #include "runtime/AtomicFile.h"
@@ -9,7 +10,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/FormatVariadic.h"
+
 #include "llvm/Support/raw_ostream.h"
+#include <filesystem>
 
 namespace cl = llvm::cl;
 using namespace mlir;
@@ -32,6 +35,15 @@ cl::opt<bool> stats("stats",
                              "fusion, HBM bytes per decode token, arena and "
                              "KV pool sizes"),
                     cl::sub(compileCommand()));
+cl::opt<bool> dumpIrAfterAll(
+    "dump-ir-after-all",
+    cl::desc("Write the IR after the frontend and after every pipeline stage, "
+             "and an SVG kernel graph per function, to --dump-dir"),
+    cl::sub(compileCommand()));
+cl::opt<std::string> dumpDir("dump-dir",
+                             cl::desc("Folder for --dump-ir-after-all"),
+                             cl::value_desc("folder"),
+                             cl::sub(compileCommand()));
 cl::opt<bool> printLocations("print-locations",
                              cl::desc("Print each op's Hugging Face module "
                                       "name with the IR"),
@@ -45,7 +57,8 @@ int fail(const absl::Status &status, int code) {
 
 absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
                                            const std::string &name,
-                                           const FrontendOptions &opts) {
+                                           const FrontendOptions &opts,
+                                           const StageHook &afterStage) {
   auto source = resolveModel(name);
   if (!source.ok())
     return source.status();
@@ -54,12 +67,28 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
   if (failed(verify(*out.module)))
     return absl::InternalError(
         absl::StrCat(name, ": the frontend built IR that does not verify"));
+  if (afterStage)
+    if (absl::Status s = afterStage("frontend", *out.module); !s.ok())
+      return s;
   if (opts.fusion) {
-    PassManager pm(&ctx);
-    buildKilnPipeline(pm);
-    if (failed(pm.run(*out.module)))
-      return absl::InternalError(
-          absl::StrCat(name, ": the fusion pipeline failed"));
+    // One pass manager for the whole pipeline, or one per stage when each
+    // stage's IR is wanted.
+    std::vector<const PipelineStage *> groups;
+    for (const PipelineStage &stage : kilnPipelineStages())
+      groups.push_back(&stage);
+    for (size_t i = 0; i < groups.size();) {
+      PassManager pm(&ctx);
+      size_t end = afterStage ? i + 1 : groups.size();
+      for (size_t j = i; j < end; ++j)
+        groups[j]->addTo(pm);
+      if (failed(pm.run(*out.module)))
+        return absl::InternalError(absl::StrCat(
+            name, ": the pipeline failed in ", groups[end - 1]->name));
+      if (afterStage)
+        if (absl::Status s = afterStage(groups[i]->name, *out.module); !s.ok())
+          return s;
+      i = end;
+    }
   }
   auto weights = collectWeights(*out.module);
   if (!weights.ok())
@@ -132,10 +161,57 @@ int runCompile() {
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--dtype: '", opts.dtype, "' is not f16, bf16 or f32")),
                 2);
+  if (dumpIrAfterAll && dumpDir.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--dump-ir-after-all: name the folder with --dump-dir"),
+                2);
+  StageHook dumpStage;
+  int stageCount = 0;
+  if (dumpIrAfterAll) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::string(dumpDir), ec);
+    if (ec)
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          std::string(dumpDir), ": cannot create the folder: ", ec.message())));
+    dumpStage = [&](StringRef stage, ModuleOp module) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      module.print(os, OpPrintingFlags().enableDebugInfo());
+      std::string file =
+          llvm::formatv("{0}/{1:d2}-{2}.mlir", std::string(dumpDir),
+                        stageCount++, stage)
+              .str();
+      return writeFileAtomically(file, text);
+    };
+  }
+
   MLIRContext ctx;
-  auto compiled = compileModel(ctx, model, opts);
+  auto compiled = compileModel(ctx, model, opts, dumpStage);
   if (!compiled.ok())
     return fail(compiled.status());
+  if (dumpIrAfterAll) {
+    const LlamaConfig &c = compiled->source.config;
+    for (auto fn : compiled->module->getOps<func::FuncOp>()) {
+      // decode: one token; prefill: the largest prefill the arena plans.
+      CostShape shape{fn.getName() == "decode"
+                          ? 1
+                          : std::min<int64_t>(2048, c.maxPositions),
+                      c.maxPositions};
+      std::string dot = kernelGraphDot(fn, shape);
+      auto svg = renderSvg(dot);
+      if (!svg.ok())
+        return fail(svg.status());
+      std::string base = std::string(dumpDir) + "/" + fn.getName().str();
+      if (absl::Status s = writeFileAtomically(base + ".dot", dot); !s.ok())
+        return fail(s);
+      if (absl::Status s = writeFileAtomically(base + ".svg", *svg); !s.ok())
+        return fail(s);
+    }
+    llvm::errs() << "kiln: wrote " << stageCount
+                 << " stages of IR and a kernel graph per function (.dot, "
+                    ".svg) to "
+                 << dumpDir << "\n";
+  }
   if (WeightSet::present(compiled->source.folder)) {
     auto weights = WeightSet::open(compiled->source.folder);
     if (!weights.ok())

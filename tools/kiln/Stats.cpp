@@ -86,12 +86,12 @@ void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
 
   os << "  memory\n";
   if (auto arena = fused->getAttrOfType<IntegerAttr>("kiln.arena_bytes"))
-    os << llvm::formatv("    arena        {0} (the largest function; peak "
-                        "live {1})\n",
-                        size(arena.getInt()),
-                        size(fused->getAttrOfType<IntegerAttr>(
-                                      "kiln.arena_peak_bytes")
-                                 .getInt()));
+    os << llvm::formatv(
+        "    arena        {0} (the largest function; peak "
+        "live {1})\n",
+        size(arena.getInt()),
+        size(fused->getAttrOfType<IntegerAttr>("kiln.arena_peak_bytes")
+                 .getInt()));
   if (auto pool = fused->getAttrOfType<KVPoolAttr>("kiln.kv_pool"))
     os << llvm::formatv("    kv pool      {0} ({1} blocks of {2} tokens)\n",
                         size(pool.getBytes()), pool.getBlocks(),
