@@ -22,6 +22,10 @@ llvm::cl::SubCommand &runCommand();
 extern llvm::cl::opt<std::string> dtypeFlag;
 extern llvm::cl::opt<bool> fusionFlag;
 
+/// The frontend options the shared flags (--dtype, --fusion, --rope-layout)
+/// ask for.
+FrontendOptions frontendOptions();
+
 /// Each returns the process exit code: 0, 1 (bad input) or 2 (bad usage).
 int runCompile();
 int runRun();

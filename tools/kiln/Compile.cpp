@@ -154,9 +154,7 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
 } // namespace
 
 int runCompile() {
-  FrontendOptions opts;
-  opts.dtype = dtypeFlag;
-  opts.fusion = fusionFlag;
+  FrontendOptions opts = frontendOptions();
   if (opts.dtype != "f16" && opts.dtype != "bf16" && opts.dtype != "f32")
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--dtype: '", opts.dtype, "' is not f16, bf16 or f32")),

@@ -26,4 +26,21 @@ cl::opt<bool> fusionFlag("fusion",
                          cl::init(true), cl::sub(compileCommand()),
                          cl::sub(runCommand()));
 
+cl::opt<RopeLayout> ropeLayoutFlag(
+    "rope-layout", cl::desc("How the checkpoint's q/k rows pair dimensions"),
+    cl::values(clEnumValN(RopeLayout::rotate_half, "rotate_half",
+                          "pairs (i, i + head_dim/2): Hugging Face (default)"),
+               clEnumValN(RopeLayout::interleaved, "interleaved",
+                          "pairs (2i, 2i + 1): Meta's original layout")),
+    cl::init(RopeLayout::rotate_half), cl::sub(compileCommand()),
+    cl::sub(runCommand()));
+
+FrontendOptions frontendOptions() {
+  FrontendOptions opts;
+  opts.dtype = dtypeFlag;
+  opts.fusion = fusionFlag;
+  opts.ropeLayout = ropeLayoutFlag;
+  return opts;
+}
+
 } // namespace kiln

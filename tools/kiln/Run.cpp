@@ -66,9 +66,7 @@ int runRun() {
                     "--device: '", std::string(device),
                     "' is not a device of this build (it has: ref)")),
                 2);
-  FrontendOptions opts;
-  opts.dtype = dtypeFlag;
-  opts.fusion = fusionFlag;
+  FrontendOptions opts = frontendOptions();
 
   mlir::MLIRContext ctx;
   auto compiled = compileModel(ctx, model, opts);
