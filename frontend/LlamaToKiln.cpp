@@ -131,7 +131,17 @@ private:
         b.getI64IntegerAttr(c.numKVHeads),
         b.getF64FloatAttr(1.0 / std::sqrt(double(c.headDim()))));
     s = b.create<CausalMaskOp>(at, scoresType, s, positions);
-    s = b.create<SoftmaxOp>(at, scoresType, s);
+    if (opts.decomposeSoftmax) {
+      auto rowType =
+          RankedTensorType::get({c.numHeads, seq, 1}, b.getF32Type());
+      Value max = b.create<ReduceMaxOp>(at, rowType, s);
+      Value e = b.create<ExpOp>(at, scoresType,
+                                b.create<SubOp>(at, scoresType, s, max));
+      s = b.create<DivOp>(at, scoresType, e,
+                          b.create<ReduceSumOp>(at, rowType, e));
+    } else {
+      s = b.create<SoftmaxOp>(at, scoresType, s);
+    }
     Value a = b.create<PVOp>(at, act(qWidth), s, read.getValues(),
                              b.getI64IntegerAttr(c.numKVHeads));
     Value o = linear(attn + ".o_proj", a, c.hiddenSize);

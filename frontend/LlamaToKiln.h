@@ -22,6 +22,9 @@ struct FrontendOptions {
   RopeLayout ropeLayout = RopeLayout::rotate_half;
   /// Run the fusion pipeline after building (kiln compile and run do).
   bool fusion = true;
+  /// Write softmax as reduce_max/sub/exp/reduce_sum/div, as some frontends
+  /// do: a test of kiln-fuse-softmax on real models.
+  bool decomposeSoftmax = false;
 };
 
 /// Builds the module: `func.func @prefill` (a run of S new tokens, S

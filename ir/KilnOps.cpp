@@ -275,6 +275,40 @@ LogicalResult KVReadOp::verify() {
   return success();
 }
 
+/// A row reduction keeps every dimension but the last, which becomes 1.
+static LogicalResult verifyRowReduce(Operation *op, Value input, Value result) {
+  auto in = tensorType(input), out = tensorType(result);
+  if (out.getDimSize(2) != 1 || out.getDimSize(0) != in.getDimSize(0) ||
+      !compatible(out.getDimSize(1), in.getDimSize(1)))
+    return op->emitOpError() << "result must be the input's shape with a "
+                                "last dimension of 1";
+  return success();
+}
+
+/// The right operand is the left's shape, or a row value broadcast.
+static LogicalResult verifyRowBinary(Operation *op, Value lhs, Value rhs) {
+  auto l = tensorType(lhs), r = tensorType(rhs);
+  if (l.getDimSize(0) != r.getDimSize(0) ||
+      !compatible(l.getDimSize(1), r.getDimSize(1)) ||
+      (r.getDimSize(2) != 1 && !compatible(l.getDimSize(2), r.getDimSize(2))))
+    return op->emitOpError() << "rhs must have the lhs shape, or 1 in the "
+                                "last dimension";
+  return success();
+}
+
+LogicalResult ReduceMaxOp::verify() {
+  return verifyRowReduce(*this, getInput(), getResult());
+}
+LogicalResult ReduceSumOp::verify() {
+  return verifyRowReduce(*this, getInput(), getResult());
+}
+LogicalResult SubOp::verify() {
+  return verifyRowBinary(*this, getLhs(), getRhs());
+}
+LogicalResult DivOp::verify() {
+  return verifyRowBinary(*this, getLhs(), getRhs());
+}
+
 //===----------------------------------------------------------------------===//
 // Fused ops
 //===----------------------------------------------------------------------===//

@@ -305,6 +305,74 @@ class Kiln_BinaryOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure, Sam
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
+//===----------------------------------------------------------------------===//
+// Softmax in pieces (what a frontend may write instead of kiln.softmax)
+//===----------------------------------------------------------------------===//
+
+def Kiln_ExpOp : Kiln_Op<"exp", [Pure, SameOperandsAndResultType]> {
+  let summary = "e^x, elementwise";
+  let description = [{
+    ```mlir
+    %e = kiln.exp %s : tensor<32x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Scores:$input);
+  let results = (outs Kiln_Scores:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+class Kiln_RowReduceOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure]> {
+  let summary = what # " of each row (the last dimension), kept as size 1";
+  let arguments = (ins Kiln_Scores:$input);
+  let results = (outs Kiln_Scores:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_ReduceMaxOp : Kiln_RowReduceOp<"reduce_max", "the maximum"> {
+  let description = [{
+    ```mlir
+    %m = kiln.reduce_max %s : tensor<32x?x?xf32> -> tensor<32x?x1xf32>
+    ```
+  }];
+}
+
+def Kiln_ReduceSumOp : Kiln_RowReduceOp<"reduce_sum", "the sum, in f32,"> {
+  let description = [{
+    ```mlir
+    %z = kiln.reduce_sum %e : tensor<32x?x?xf32> -> tensor<32x?x1xf32>
+    ```
+  }];
+}
+
+class Kiln_RowBinaryOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure, AllTypesMatch<["lhs", "result"]>]> {
+  let summary = what # ", the right operand broadcast along the last dimension";
+  let arguments = (ins Kiln_Scores:$lhs, Kiln_Scores:$rhs);
+  let results = (outs Kiln_Scores:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  let hasVerifier = 1;
+}
+
+def Kiln_SubOp : Kiln_RowBinaryOp<"sub", "lhs - rhs"> {
+  let description = [{
+    `rhs` has the shape of `lhs`, or 1 in the last dimension (a row value).
+
+    ```mlir
+    %y = kiln.sub %s, %m : tensor<32x?x?xf32>, tensor<32x?x1xf32>
+    ```
+  }];
+}
+
+def Kiln_DivOp : Kiln_RowBinaryOp<"div", "lhs / rhs"> {
+  let description = [{
+    `rhs` has the shape of `lhs`, or 1 in the last dimension (a row value).
+
+    ```mlir
+    %p = kiln.div %e, %z : tensor<32x?x?xf32>, tensor<32x?x1xf32>
+    ```
+  }];
+}
+
 def Kiln_MulOp : Kiln_BinaryOp<"mul", "product"> {
   let description = [{
     The SwiGLU product `silu(gate) * up`.

@@ -1,7 +1,9 @@
 //===- FuseSoftmax.cpp - kiln-fuse-softmax --------------------------------===//
 //
-// pv(softmax(causal_mask(qk(q, K))), V) becomes attention(q, K, V): one
-// kernel with an online softmax, the scores never in memory.
+// A softmax written in pieces (max, sub, exp, sum, div; or without the max)
+// becomes one safe kiln.softmax; then pv(softmax(causal_mask(qk(q, K))), V)
+// becomes attention(q, K, V): one kernel with an online softmax, the scores
+// never in memory.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -18,6 +20,31 @@ using namespace mlir;
 using namespace kiln;
 
 namespace {
+
+/// div(exp(x - max(x)), sum(exp(x - max(x)))), or the same without the max
+/// (which overflows for large scores), becomes one safe kiln.softmax(x).
+struct SoftmaxFromPieces : OpRewritePattern<DivOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(DivOp div,
+                                PatternRewriter &rewriter) const override {
+    auto sum = div.getRhs().getDefiningOp<ReduceSumOp>();
+    auto exp = div.getLhs().getDefiningOp<ExpOp>();
+    if (!sum || !exp || sum.getInput() != exp.getResult() ||
+        !sum->hasOneUse() || !llvm::hasNItems(exp->getUses(), 2))
+      return rewriter.notifyMatchFailure(div, "not exp(y) / sum(exp(y))");
+    Value scores = exp.getInput();
+    // The safe form subtracts the row maximum of the same scores first.
+    if (auto sub = scores.getDefiningOp<SubOp>()) {
+      auto max = sub.getRhs().getDefiningOp<ReduceMaxOp>();
+      if (max && max.getInput() == sub.getLhs() && sub->hasOneUse() &&
+          max->hasOneUse())
+        scores = sub.getLhs();
+    }
+    rewriter.replaceOpWithNewOp<SoftmaxOp>(div, div.getType(), scores);
+    return success();
+  }
+};
 
 struct FuseAttention : OpRewritePattern<PVOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -54,7 +81,7 @@ struct FuseAttention : OpRewritePattern<PVOp> {
 struct KilnFuseSoftmax : kiln::impl::KilnFuseSoftmaxBase<KilnFuseSoftmax> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseAttention>(&getContext());
+    patterns.add<SoftmaxFromPieces, FuseAttention>(&getContext());
     if (failed(
             applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

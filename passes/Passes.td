@@ -54,13 +54,18 @@ def KilnFuseResidual : Pass<"kiln-fuse-residual", "::mlir::func::FuncOp"> {
 def KilnFuseSoftmax : Pass<"kiln-fuse-softmax", "::mlir::func::FuncOp"> {
   let summary = "Fuse Q·Kᵀ, the causal mask, softmax and ·V into attention";
   let description = [{
+    First, a softmax that a frontend wrote in pieces becomes one kiln.softmax,
+    which always subtracts the row maximum: `div(exp(x - reduce_max(x)),
+    reduce_sum(...))`, and also the unsafe `div(exp(x), reduce_sum(exp(x)))`
+    (same value, no overflow). Then
     kiln.qk → kiln.causal_mask → kiln.softmax → kiln.pv, each value used
     only by the next, becomes one kiln.attention: an online (flash-style)
     softmax that keeps the row maximum subtracted and accumulates in f32,
     and reads each kv head once for all the query heads that share it. The
     softmax's numerics attributes carry over, so the verifier of the
-    attention op still refuses an unsafe softmax. Does not fire when any
-    intermediate (scores, masked scores, probabilities) has another user.
+    attention op still refuses an unsafe softmax. Neither fires when an
+    intermediate (the pieces; scores, masked scores, probabilities) has
+    another user.
   }];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 using namespace mlir;
 
@@ -510,6 +511,42 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               causalMask(p, a, pos);
               softmax(p, a.t);
               set(0, floats({s, a.heads * a.dh}, pv(p, v.f(), a)));
+              return absl::OkStatus();
+            })
+            .Case([&](ExpOp) {
+              std::vector<float> out(in(0).data->begin(), in(0).data->end());
+              for (float &x : out)
+                x = std::exp(x);
+              set(0, floats(in(0).shape, std::move(out)));
+              return absl::OkStatus();
+            })
+            .Case<ReduceMaxOp, ReduceSumOp>([&](Operation *) {
+              const Tensor &x = in(0);
+              int64_t t = x.shape.back(), rows = x.data->size() / t;
+              bool max = isa<ReduceMaxOp>(op);
+              std::vector<float> out(rows); // [.., 1]
+              for (int64_t r = 0; r < rows; ++r) {
+                const float *row = x.f() + r * t;
+                out[r] = max ? *std::max_element(row, row + t)
+                             : std::accumulate(row, row + t, 0.0f);
+              }
+              std::vector<int64_t> shape = x.shape;
+              shape.back() = 1;
+              set(0, floats(shape, std::move(out)));
+              return absl::OkStatus();
+            })
+            .Case<SubOp, DivOp>([&](Operation *) {
+              // The rhs is the lhs's shape or one value per row.
+              const Tensor &a = in(0), &b = in(1);
+              int64_t t = a.shape.back();
+              bool perRow = b.shape.back() == 1 && t != 1;
+              bool sub = isa<SubOp>(op);
+              std::vector<float> out(a.data->size());
+              for (size_t i = 0; i < out.size(); ++i) {
+                float r = b.f()[perRow ? i / t : i];
+                out[i] = sub ? a.f()[i] - r : a.f()[i] / r;
+              }
+              set(0, floats(a.shape, std::move(out)));
               return absl::OkStatus();
             })
             .Case([&](SiLUOp) {

@@ -173,3 +173,19 @@ func.func @kv_read_element(%pos: tensor<?xi32>, %c: !cache) {
 func.func @cache_type(%c: !kiln.kv_cache<layers = 0, capacity = 128, kv_heads = 2, head_dim = 16, element_type = f16>) {
   return
 }
+
+// -----
+
+func.func @reduce_keeps_last_dim(%x: tensor<4x?x?xf32>) {
+  // expected-error @+1 {{'kiln.reduce_max' op result must be the input's shape with a last dimension of 1}}
+  %m = kiln.reduce_max %x : tensor<4x?x?xf32> -> tensor<4x?x?xf32>
+  return
+}
+
+// -----
+
+func.func @row_broadcast(%x: tensor<4x8x8xf32>, %r: tensor<4x8x2xf32>) {
+  // expected-error @+1 {{'kiln.div' op rhs must have the lhs shape, or 1 in the last dimension}}
+  %p = kiln.div %x, %r : tensor<4x8x8xf32>, tensor<4x8x2xf32>
+  return
+}

@@ -48,6 +48,22 @@ func.func @layer(%tok: tensor<?xi32>, %pos: tensor<?xi32>, %c0: !cache) -> (tens
   return %l, %c1 : tensor<?x320xf32>, !cache
 }
 
+// A softmax in pieces.
+// CHECK-LABEL: func.func @softmax_pieces
+func.func @softmax_pieces(%x: tensor<4x?x?xf32>) -> tensor<4x?x?xf32> {
+  // CHECK: %[[M:.*]] = kiln.reduce_max %{{.*}} : tensor<4x?x?xf32> -> tensor<4x?x1xf32>
+  %m = kiln.reduce_max %x : tensor<4x?x?xf32> -> tensor<4x?x1xf32>
+  // CHECK: %[[Y:.*]] = kiln.sub %{{.*}}, %[[M]] : tensor<4x?x?xf32>, tensor<4x?x1xf32>
+  %y = kiln.sub %x, %m : tensor<4x?x?xf32>, tensor<4x?x1xf32>
+  // CHECK: %[[E:.*]] = kiln.exp %[[Y]] : tensor<4x?x?xf32>
+  %e = kiln.exp %y : tensor<4x?x?xf32>
+  // CHECK: %[[Z:.*]] = kiln.reduce_sum %[[E]] : tensor<4x?x?xf32> -> tensor<4x?x1xf32>
+  %z = kiln.reduce_sum %e : tensor<4x?x?xf32> -> tensor<4x?x1xf32>
+  // CHECK: kiln.div %[[E]], %[[Z]] : tensor<4x?x?xf32>, tensor<4x?x1xf32>
+  %p = kiln.div %e, %z : tensor<4x?x?xf32>, tensor<4x?x1xf32>
+  return %p : tensor<4x?x?xf32>
+}
+
 // Static shapes (a decode step) and float32 storage are IR too.
 // CHECK-LABEL: func.func @decode_f32
 func.func @decode_f32(%x: tensor<1x64xf32>, %w: tensor<64xf32>) -> tensor<1x64xf32> {

@@ -42,3 +42,65 @@ func.func @no_mask(%q: tensor<?x64xf16>, %k: tensor<?x64xf16>, %v: tensor<?x64xf
   %a = kiln.pv %p, %v kv_heads = 4 : tensor<4x?x?xf32>, tensor<?x64xf16> -> tensor<?x64xf16>
   return %a : tensor<?x64xf16>
 }
+
+// -----
+
+// Softmax in pieces, with the max subtracted: one safe kiln.softmax, and
+// then the attention op.
+// CHECK-LABEL: func.func @safe_pieces
+// CHECK-NOT: kiln.exp
+// CHECK-NOT: kiln.reduce_sum
+// CHECK: kiln.attention
+func.func @safe_pieces(%q: tensor<?x64xf16>, %k: tensor<?x64xf16>, %pos: tensor<?xi32>) -> tensor<?x64xf16> {
+  %s = kiln.qk %q, %k heads = 4, kv_heads = 4, scale = 0.25 : tensor<?x64xf16>, tensor<?x64xf16> -> tensor<4x?x?xf32>
+  %x = kiln.causal_mask %s at %pos : tensor<4x?x?xf32>, tensor<?xi32>
+  %m = kiln.reduce_max %x : tensor<4x?x?xf32> -> tensor<4x?x1xf32>
+  %y = kiln.sub %x, %m : tensor<4x?x?xf32>, tensor<4x?x1xf32>
+  %e = kiln.exp %y : tensor<4x?x?xf32>
+  %z = kiln.reduce_sum %e : tensor<4x?x?xf32> -> tensor<4x?x1xf32>
+  %p = kiln.div %e, %z : tensor<4x?x?xf32>, tensor<4x?x1xf32>
+  %a = kiln.pv %p, %k kv_heads = 4 : tensor<4x?x?xf32>, tensor<?x64xf16> -> tensor<?x64xf16>
+  return %a : tensor<?x64xf16>
+}
+
+// -----
+
+// The unsafe form (no max) becomes the safe op: the same value, no overflow.
+// CHECK-LABEL: func.func @unsafe_pieces
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<4x?x?xf32>)
+// CHECK: %[[P:.*]] = kiln.softmax %[[X]] : tensor<4x?x?xf32>
+// CHECK-NOT: kiln.exp
+// CHECK: return %[[P]]
+func.func @unsafe_pieces(%x: tensor<4x?x?xf32>) -> tensor<4x?x?xf32> {
+  %e = kiln.exp %x : tensor<4x?x?xf32>
+  %z = kiln.reduce_sum %e : tensor<4x?x?xf32> -> tensor<4x?x1xf32>
+  %p = kiln.div %e, %z : tensor<4x?x?xf32>, tensor<4x?x1xf32>
+  return %p : tensor<4x?x?xf32>
+}
+
+// -----
+
+// Not fused: the exponentials are needed in memory too.
+// CHECK-LABEL: func.func @exp_used_elsewhere
+// CHECK: kiln.exp
+// CHECK: kiln.div
+// CHECK-NOT: kiln.softmax
+func.func @exp_used_elsewhere(%x: tensor<4x?x?xf32>) -> (tensor<4x?x?xf32>, tensor<4x?x?xf32>) {
+  %e = kiln.exp %x : tensor<4x?x?xf32>
+  %z = kiln.reduce_sum %e : tensor<4x?x?xf32> -> tensor<4x?x1xf32>
+  %p = kiln.div %e, %z : tensor<4x?x?xf32>, tensor<4x?x1xf32>
+  return %p, %e : tensor<4x?x?xf32>, tensor<4x?x?xf32>
+}
+
+// -----
+
+// Not fused: divided by the sum of something else.
+// CHECK-LABEL: func.func @other_sum
+// CHECK: kiln.div
+// CHECK-NOT: kiln.softmax
+func.func @other_sum(%x: tensor<4x?x?xf32>, %w: tensor<4x?x?xf32>) -> tensor<4x?x?xf32> {
+  %e = kiln.exp %x : tensor<4x?x?xf32>
+  %z = kiln.reduce_sum %w : tensor<4x?x?xf32> -> tensor<4x?x1xf32>
+  %p = kiln.div %e, %z : tensor<4x?x?xf32>, tensor<4x?x1xf32>
+  return %p : tensor<4x?x?xf32>
+}

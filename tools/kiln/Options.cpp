@@ -35,11 +35,18 @@ cl::opt<RopeLayout> ropeLayoutFlag(
     cl::init(RopeLayout::rotate_half), cl::sub(compileCommand()),
     cl::sub(runCommand()));
 
+cl::opt<bool> decomposeSoftmaxFlag(
+    "decompose-softmax",
+    cl::desc("Write softmax as max, sub, exp, sum and div, as some frontends "
+             "do (exercises kiln-fuse-softmax)"),
+    cl::Hidden, cl::sub(compileCommand()), cl::sub(runCommand()));
+
 FrontendOptions frontendOptions() {
   FrontendOptions opts;
   opts.dtype = dtypeFlag;
   opts.fusion = fusionFlag;
   opts.ropeLayout = ropeLayoutFlag;
+  opts.decomposeSoftmax = decomposeSoftmaxFlag;
   return opts;
 }
 
