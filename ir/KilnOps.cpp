@@ -40,10 +40,9 @@ LogicalResult verifySameElement(Operation *op, Value a, StringRef aName,
   return success();
 }
 
-/// x·Wᵀ shapes, shared by kiln.linear and kiln.logits.
-LogicalResult verifyMatmul(Operation *op, Value input, Value weight,
-                           Value result) {
-  auto in = tensorType(input), w = tensorType(weight), out = tensorType(result);
+/// The input of x·Wᵀ has static features, and W [N, K] as many columns.
+LogicalResult verifyWeightColumns(Operation *op, Value input, Value weight) {
+  auto in = tensorType(input), w = tensorType(weight);
   if (failed(verifyFeatures(op, input, "input")))
     return failure();
   if (in.getDimSize(1) != w.getDimSize(1))
@@ -51,6 +50,15 @@ LogicalResult verifyMatmul(Operation *op, Value input, Value weight,
            << "weight shape [" << w.getDimSize(0) << ", " << w.getDimSize(1)
            << "] does not match the input: expected [N, " << in.getDimSize(1)
            << "]";
+  return success();
+}
+
+/// x·Wᵀ shapes, shared by kiln.linear and kiln.logits.
+LogicalResult verifyMatmul(Operation *op, Value input, Value weight,
+                           Value result) {
+  auto in = tensorType(input), w = tensorType(weight), out = tensorType(result);
+  if (failed(verifyWeightColumns(op, input, weight)))
+    return failure();
   if (!compatible(in.getDimSize(0), out.getDimSize(0)))
     return op->emitOpError() << "result rows differ from input rows";
   if (out.getDimSize(1) != w.getDimSize(0))
@@ -334,13 +342,8 @@ LogicalResult PackedWeightOp::verify() {
 
 LogicalResult FusedLinearOp::verify() {
   auto in = tensorType(getInput()), w = tensorType(getWeight());
-  if (failed(verifyFeatures(*this, getInput(), "input")))
+  if (failed(verifyWeightColumns(*this, getInput(), getWeight())))
     return failure();
-  if (in.getDimSize(1) != w.getDimSize(1))
-    return emitOpError() << "weight shape [" << w.getDimSize(0) << ", "
-                         << w.getDimSize(1)
-                         << "] does not match the input: expected [N, "
-                         << in.getDimSize(1) << "]";
   if (failed(
           verifySameElement(*this, getInput(), "input", getWeight(), "weight")))
     return failure();
@@ -403,14 +406,9 @@ LogicalResult FusedQKVOp::verify() {
   auto cache = cast<KVCacheType>(getCache().getType());
   auto in = tensorType(getInput()), w = tensorType(getWeight()),
        q = tensorType(getQuery());
-  if (failed(verifyFeatures(*this, getInput(), "input")) ||
+  if (failed(verifyWeightColumns(*this, getInput(), getWeight())) ||
       failed(verifyLayer(*this, getLayer(), cache)))
     return failure();
-  if (in.getDimSize(1) != w.getDimSize(1))
-    return emitOpError() << "weight shape [" << w.getDimSize(0) << ", "
-                         << w.getDimSize(1)
-                         << "] does not match the input: expected [N, "
-                         << in.getDimSize(1) << "]";
   if (w.getDimSize(0) != q.getDimSize(1) + 2 * cache.getSlotWidth())
     return emitOpError() << "the weight has " << w.getDimSize(0)
                          << " rows, q, k and v need "

@@ -4,10 +4,8 @@
 // the QKV kernel's epilogue stores K (rotated) and V in the cache.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
-
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNFUSEKVWRITE
@@ -49,10 +47,7 @@ struct FuseKVWriteIntoQKV : OpRewritePattern<KVWriteOp> {
 
 struct KilnFuseKVWrite : kiln::impl::KilnFuseKVWriteBase<KilnFuseKVWrite> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<FuseKVWriteIntoQKV>(&getContext());
-    if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatterns<FuseKVWriteIntoQKV>(getOperation())))
       signalPassFailure();
   }
 };

@@ -6,10 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/PackWeights.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
-
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNFUSERMSNORMMATMUL
@@ -69,10 +67,7 @@ struct FuseNormIntoMatmuls : OpRewritePattern<RMSNormOp> {
 struct KilnFuseRMSNormMatmul
     : kiln::impl::KilnFuseRMSNormMatmulBase<KilnFuseRMSNormMatmul> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<FuseNormIntoMatmuls>(&getContext());
-    if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatterns<FuseNormIntoMatmuls>(getOperation())))
       signalPassFailure();
   }
 };

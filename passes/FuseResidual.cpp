@@ -4,10 +4,8 @@
 // the matmul's epilogue, and the matmul's own output never goes to memory.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
-
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNFUSERESIDUAL
@@ -61,10 +59,7 @@ struct FuseResidualEpilogue : OpRewritePattern<AddOp> {
 
 struct KilnFuseResidual : kiln::impl::KilnFuseResidualBase<KilnFuseResidual> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<FuseResidualEpilogue>(&getContext());
-    if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatterns<FuseResidualEpilogue>(getOperation())))
       signalPassFailure();
   }
 };

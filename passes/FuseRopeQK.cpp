@@ -5,10 +5,8 @@
 // key is rotated once, as it enters the cache.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
-
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNFUSEROPEQK
@@ -76,10 +74,8 @@ struct RopeIntoKVWrite : OpRewritePattern<KVWriteOp> {
 
 struct KilnFuseRopeQK : kiln::impl::KilnFuseRopeQKBase<KilnFuseRopeQK> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<RopeIntoAttention, RopeIntoKVWrite>(&getContext());
     if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+            applyPatterns<RopeIntoAttention, RopeIntoKVWrite>(getOperation())))
       signalPassFailure();
   }
 };

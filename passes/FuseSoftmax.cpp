@@ -6,10 +6,8 @@
 // never in memory.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
-
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNFUSESOFTMAX
@@ -80,10 +78,7 @@ struct FuseAttention : OpRewritePattern<PVOp> {
 
 struct KilnFuseSoftmax : kiln::impl::KilnFuseSoftmaxBase<KilnFuseSoftmax> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<SoftmaxFromPieces, FuseAttention>(&getContext());
-    if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatterns<SoftmaxFromPieces, FuseAttention>(getOperation())))
       signalPassFailure();
   }
 };

@@ -5,10 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/PackWeights.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
-
-#include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_KILNFUSESWIGLU
@@ -72,10 +70,7 @@ struct FuseSwiGLUEpilogue : OpRewritePattern<MulOp> {
 
 struct KilnFuseSwiGLU : kiln::impl::KilnFuseSwiGLUBase<KilnFuseSwiGLU> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<FuseSwiGLUEpilogue>(&getContext());
-    if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatterns<FuseSwiGLUEpilogue>(getOperation())))
       signalPassFailure();
   }
 };
