@@ -1,4 +1,5 @@
 //===- Compile.cpp - kiln compile -----------------------------------------===//
+#include "codegen/Nvrtc.h"
 #include "inspect/KernelGraph.h"
 #include "ir/KilnOps.h"
 #include "passes/Passes.h"
@@ -44,6 +45,11 @@ cl::opt<std::string> dumpDir("dump-dir",
                              cl::desc("Folder for --dump-ir-after-all"),
                              cl::value_desc("folder"),
                              cl::sub(compileCommand()));
+cl::list<std::string> targets(
+    "target",
+    cl::desc("Compile the decode kernels with NVRTC for these GPU targets "
+             "(sm_80,sm_86,sm_89,sm_90) and report registers and spills"),
+    cl::CommaSeparated, cl::sub(compileCommand()));
 cl::opt<bool> printLocations("print-locations",
                              cl::desc("Print each op's Hugging Face module "
                                       "name with the IR"),
@@ -235,6 +241,29 @@ int runCompile() {
     compiled->module->print(llvm::outs(), flags);
   } else {
     printSummary(*compiled, opts);
+  }
+  if (!targets.empty()) {
+    auto decode = compiled->module->lookupSymbol<func::FuncOp>("decode");
+    auto kernels = emitCudaKernels(decode, CodegenOptions());
+    if (!kernels)
+      return fail(absl::InvalidArgumentError(toString(kernels.takeError())));
+    std::vector<std::string> archs(targets.begin(), targets.end());
+    for (const std::string &t : archs)
+      if (!StringRef(t).starts_with("sm_"))
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+                        "--target: '", t, "' is not a target like sm_90")),
+                    2);
+    auto compiledKernels = compileKernels(*kernels, archs);
+    if (!compiledKernels) // the kernel, its provenance and NVRTC's log
+      return fail(absl::InternalError(toString(compiledKernels.takeError())));
+    llvm::outs() << "  kernels   " << kernels->size() << " for @decode, NVRTC "
+                 << nvrtcVersionString() << "\n";
+    for (const CompiledKernel &k : *compiledKernels)
+      llvm::outs() << llvm::formatv(
+          "    {0,-6} {1,-40} {2,3} registers, {3} bytes spill stores, {4} "
+          "bytes spill loads, cubin {5} bytes\n",
+          k.target, k.kernel, k.registers, k.spillStores, k.spillLoads,
+          k.cubin.size());
   }
   if (stats) {
     FrontendOptions tensorLevel = opts;

@@ -1,0 +1,90 @@
+//===- CudaKernel.h - generated CUDA C++ for one kernel ---------*- C++ -*-===//
+#ifndef KILN_CODEGEN_CUDAKERNEL_H
+#define KILN_CODEGEN_CUDAKERNEL_H
+
+#include "mlir/IR/Operation.h"
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// Tuning knobs every template reads; `kiln tune` will choose them per
+/// kernel, these are the defaults.
+struct CodegenOptions {
+  int gemvWarps = 4;      // output rows per GEMV block, one warp each
+  int attentionWarps = 4; // warps sharing one head's keys
+  int kvSplits = 0;       // decode attention splits of the keys; 0: choose
+  int smCount = 132;      // multiprocessors to fill (H100/H200)
+};
+
+/// A kernel's parameters, in order, as the runtime binds them.
+enum class ParamKind {
+  Activation, // an arena buffer (input or output)
+  Weight,     // a weight (or packed weight) buffer
+  KCache,     // the layer's keys in the KV pool
+  VCache,     // the layer's values in the KV pool
+  BlockTable, // int32 block table of the sequence
+  Positions,  // int32 positions of the new tokens
+  Tokens,     // int32 token ids
+  Workspace,  // float scratch (split-KV partials)
+  Counters,   // uint32 counters, zero between launches
+};
+
+struct KernelParam {
+  ParamKind kind;
+  std::string name;
+};
+
+/// One kernel: its CUDA C++ (a whole NVRTC translation unit), the entry
+/// point, its parameters and how to launch it.
+struct CudaKernel {
+  std::string kernel; // kiln.kernel: shared by identical layers
+  std::string entry;  // the extern "C" __global__ function's name
+  std::string source; // the translation unit
+  std::vector<KernelParam> params;
+  std::array<int64_t, 3> grid = {1, 1, 1};
+  int64_t blockThreads = 0;
+  int64_t workspaceFloats = 0; // Workspace size, when the kernel has one
+  int64_t counters = 0;        // Counters size, when the kernel has one
+};
+
+/// The common header of every translation unit: fp16 types, warp
+/// reductions, vector loads.
+std::string cudaPrelude();
+
+/// The widest load (8, 4, 2 or 1 halves) that divides a row of k halves.
+int vectorWidth(int64_t k);
+
+/// A float literal that reads back as the same float.
+std::string floatLiteral(double v);
+
+/// `__constant__ float kiln_inv_freq[Dh/2]`: RoPE's theta^(-2i/Dh), computed
+/// in double here so the kernel multiplies by the position only.
+std::string invFreqTable(int64_t headDim, double theta);
+
+/// A C identifier from a kernel name: "decode.attn.norm_qkv_rope#2" ->
+/// "kiln_decode_attn_norm_qkv_rope_2".
+std::string entryName(llvm::StringRef kernel);
+
+// One template per kernel-level op, each in its own file.
+llvm::Expected<CudaKernel> emitEmbedding(mlir::Operation *op,
+                                         const CodegenOptions &opts);
+llvm::Expected<CudaKernel> emitGemv(mlir::Operation *op,
+                                    const CodegenOptions &opts);
+llvm::Expected<CudaKernel> emitQkvGemv(mlir::Operation *op,
+                                       const CodegenOptions &opts);
+llvm::Expected<CudaKernel> emitDecodeAttention(mlir::Operation *op,
+                                               const CodegenOptions &opts);
+
+/// Every distinct kernel of `fn` (one per kiln.kernel), in order of first
+/// use. Fails, naming the op, for an op no template handles yet.
+llvm::Expected<std::vector<CudaKernel>>
+emitCudaKernels(mlir::Operation *fn, const CodegenOptions &opts);
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_CUDAKERNEL_H

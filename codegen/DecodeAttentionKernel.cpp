@@ -1,0 +1,212 @@
+//===- DecodeAttentionKernel.cpp - kiln.attention for one new token -------===//
+//
+// Split-KV flash decoding. Block (h, split) takes query head h and one
+// chunk of the keys; each warp walks every WARPS-th key of the chunk with an
+// online softmax (running max m, sum l, weighted values acc in fp32), the
+// warps merge in shared memory, and with several splits the last block of a
+// head to finish (an atomic ticket) merges the splits' partials. Query head
+// h reads kv head h / GROUP: grouped-query attention copies nothing. RoPE is
+// applied to q as it is loaded; the scale is folded into q.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace kiln {
+
+llvm::Expected<CudaKernel> emitDecodeAttention(Operation *op,
+                                               const CodegenOptions &opts) {
+  auto att = cast<AttentionOp>(op);
+  auto q = cast<RankedTensorType>(att.getQuery().getType());
+  if (q.getDimSize(0) != 1)
+    return llvm::createStringError(
+        "the decode attention template takes one new token");
+  if (!q.getElementType().isF16())
+    return llvm::createStringError(
+        "CUDA templates take f16 storage (compile with --dtype f16)");
+  int64_t heads = att.getHeads(), kvHeads = att.getKvHeads();
+  int64_t dh = q.getDimSize(1) / heads;
+  bool rope = att.getRopeTheta().has_value();
+  bool interleaved = rope && *att.getRopeLayout() == RopeLayout::interleaved;
+  // Enough warps that one thread per head dimension can merge them.
+  int warps = std::max<int>(opts.attentionWarps, int((dh + 31) / 32));
+  int64_t splits =
+      opts.kvSplits > 0
+          ? opts.kvSplits
+          : std::clamp<int64_t>((2 * opts.smCount + heads - 1) / heads, 1, 16);
+  auto pool = op->getParentOfType<ModuleOp>()->getAttrOfType<KVPoolAttr>(
+      "kiln.kv_pool");
+  int64_t blockSize = pool ? pool.getBlockSize() : 16;
+
+  CudaKernel k;
+  k.kernel = op->getAttrOfType<StringAttr>("kiln.kernel").str();
+  k.entry = entryName(k.kernel);
+  k.params = {{ParamKind::Activation, "q"},
+              {ParamKind::KCache, "k_cache"},
+              {ParamKind::VCache, "v_cache"},
+              {ParamKind::BlockTable, "block_table"},
+              {ParamKind::Positions, "positions"},
+              {ParamKind::Activation, "out"},
+              {ParamKind::Workspace, "workspace"},
+              {ParamKind::Counters, "counters"}};
+  k.grid = {heads, splits, 1};
+  k.blockThreads = 32 * warps;
+  k.workspaceFloats = heads * splits * (dh + 2);
+  k.counters = heads;
+
+  std::string src = cudaPrelude();
+  llvm::raw_string_ostream os(src);
+  os << "\n// kernel " << k.kernel << ": " << heads << " query heads on "
+     << kvHeads << " kv heads of " << dh << ", " << splits << " key splits"
+     << (rope ? ", RoPE on q" : "") << "\n";
+  os << (rope ? invFreqTable(dh, att.getRopeTheta()->convertToDouble())
+              : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
+  os << "constexpr int KVH = " << kvHeads << ", DH = " << dh
+     << ", GROUP = " << heads / kvHeads << ", WARPS = " << warps
+     << ", SPLITS = " << splits << ", BLOCK_SIZE = " << blockSize << ";\n";
+  os << "constexpr int DPL = (DH + 31) / 32; // head dims per lane\n";
+  os << "constexpr bool ROPE = " << (rope ? "true" : "false")
+     << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
+  os << "constexpr float SCALE = "
+     << floatLiteral(att.getScale().convertToDouble()) << ";\n";
+  os << R"cuda(
+// q [1, H*DH] f16, k_cache/v_cache: this layer's keys and values in the pool
+// ([slot, KVH*DH] f16), out [1, H*DH] f16, workspace [H, SPLITS, DH + 2]
+// f32, counters [H] u32 (zero between launches).
+// grid (H, SPLITS), block (32 * WARPS)
+extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
+     << k.entry << R"cuda((
+    const __half *__restrict__ q, const __half *__restrict__ k_cache,
+    const __half *__restrict__ v_cache, const int *__restrict__ block_table,
+    const int *__restrict__ positions, __half *__restrict__ out,
+    float *__restrict__ workspace, unsigned *__restrict__ counters) {
+  __shared__ float sm_m[WARPS], sm_l[WARPS], sm_acc[WARPS][DH];
+  __shared__ bool last;
+  const int h = blockIdx.x, split = blockIdx.y, g = h / GROUP;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int pos = positions[0], keys = pos + 1;
+  const int chunk = (keys + SPLITS - 1) / SPLITS;
+  const int begin = split * chunk, end = min(keys, begin + chunk);
+
+  // This lane's dims of q, rotated and scaled.
+  float qv[DPL];
+#pragma unroll
+  for (int e = 0; e < DPL; ++e) {
+    const int d = lane * DPL + e;
+    qv[e] = 0.0f;
+    if (d >= DH)
+      continue;
+    float x = __half2float(q[h * DH + d]);
+    if constexpr (ROPE) {
+      const bool first = INTERLEAVED ? (d % 2 == 0) : (d < DH / 2);
+      const int i = INTERLEAVED ? d / 2 : (first ? d : d - DH / 2);
+      const int partner = INTERLEAVED ? (d ^ 1) : (first ? d + DH / 2 : d - DH / 2);
+      const float p = __half2float(q[h * DH + partner]);
+      float s, c;
+      sincosf(pos * kiln_inv_freq[i], &s, &c);
+      x = first ? x * c - p * s : p * s + x * c;
+    }
+    qv[e] = x * SCALE;
+  }
+
+  // Online softmax over this warp's keys.
+  float m = KILN_NEG_INF, l = 0.0f, acc[DPL];
+#pragma unroll
+  for (int e = 0; e < DPL; ++e)
+    acc[e] = 0.0f;
+  for (int t = begin + warp; t < end; t += WARPS) {
+    const long long base =
+        kiln_slot(block_table, t, BLOCK_SIZE) * (KVH * DH) + g * DH;
+    float score = 0.0f;
+#pragma unroll
+    for (int e = 0; e < DPL; ++e)
+      if (lane * DPL + e < DH)
+        score += qv[e] * __half2float(k_cache[base + lane * DPL + e]);
+    score = kiln_warp_sum(score);
+    const float m_new = fmaxf(m, score);
+    const float correction = expf(m - m_new); // 0 while m is -inf
+    const float p = expf(score - m_new);
+    l = l * correction + p;
+#pragma unroll
+    for (int e = 0; e < DPL; ++e)
+      if (lane * DPL + e < DH)
+        acc[e] = acc[e] * correction +
+                 p * __half2float(v_cache[base + lane * DPL + e]);
+    m = m_new;
+  }
+
+  // Merge the warps: thread d owns head dim d.
+  if (lane == 0) {
+    sm_m[warp] = m;
+    sm_l[warp] = l;
+  }
+#pragma unroll
+  for (int e = 0; e < DPL; ++e)
+    if (lane * DPL + e < DH)
+      sm_acc[warp][lane * DPL + e] = acc[e];
+  __syncthreads();
+  float M = KILN_NEG_INF;
+  for (int w = 0; w < WARPS; ++w)
+    M = fmaxf(M, sm_m[w]);
+  float L = 0.0f, A = 0.0f;
+  const int d = threadIdx.x;
+  for (int w = 0; w < WARPS; ++w) {
+    const float weight = sm_m[w] == KILN_NEG_INF ? 0.0f : expf(sm_m[w] - M);
+    L += sm_l[w] * weight;
+    if (d < DH)
+      A += sm_acc[w][d] * weight;
+  }
+  if constexpr (SPLITS == 1) {
+    if (d < DH)
+      out[h * DH + d] = __float2half(A / L);
+    return;
+  }
+
+  // Several splits: publish this split's (acc, m, l); the last to finish
+  // merges them all and re-arms the counter for the next launch.
+  float *mine = workspace + ((long long)h * SPLITS + split) * (DH + 2);
+  if (d < DH)
+    mine[d] = A;
+  if (d == 0) {
+    mine[DH] = M;
+    mine[DH + 1] = L;
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last = atomicAdd(&counters[h], 1u) == SPLITS - 1;
+  __syncthreads();
+  if (!last)
+    return;
+  __threadfence();
+  const float *all = workspace + (long long)h * SPLITS * (DH + 2);
+  float MM = KILN_NEG_INF;
+  for (int s = 0; s < SPLITS; ++s)
+    MM = fmaxf(MM, __ldcg(all + s * (DH + 2) + DH));
+  float LL = 0.0f, AA = 0.0f;
+  for (int s = 0; s < SPLITS; ++s) {
+    const float ms = __ldcg(all + s * (DH + 2) + DH);
+    const float weight = ms == KILN_NEG_INF ? 0.0f : expf(ms - MM);
+    LL += __ldcg(all + s * (DH + 2) + DH + 1) * weight;
+    if (d < DH)
+      AA += __ldcg(all + s * (DH + 2) + d) * weight;
+  }
+  if (d < DH)
+    out[h * DH + d] = __float2half(AA / LL);
+  if (threadIdx.x == 0)
+    counters[h] = 0;
+}
+)cuda";
+  k.source = src;
+  return k;
+}
+
+} // namespace kiln

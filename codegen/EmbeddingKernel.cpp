@@ -1,0 +1,53 @@
+//===- EmbeddingKernel.cpp - kiln.embedding for decode --------------------===//
+//
+// out[s, :] = table[tokens[s], :]: each thread copies VEC halves of a row.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+#include "ir/KilnOps.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+llvm::Expected<CudaKernel> emitEmbedding(Operation *op,
+                                         const CodegenOptions &opts) {
+  auto emb = cast<EmbeddingOp>(op);
+  auto out = cast<RankedTensorType>(emb.getResult().getType());
+  if (!out.getElementType().isF16())
+    return llvm::createStringError(
+        "CUDA templates take f16 storage (compile with --dtype f16)");
+  int64_t s = out.getDimSize(0), d = out.getDimSize(1);
+  int vec = vectorWidth(d);
+  constexpr int threads = 128;
+
+  CudaKernel k;
+  k.kernel = op->getAttrOfType<StringAttr>("kiln.kernel").str();
+  k.entry = entryName(k.kernel);
+  k.params = {{ParamKind::Tokens, "tokens"},
+              {ParamKind::Weight, "table"},
+              {ParamKind::Activation, "out"}};
+  k.grid = {(d / vec + threads - 1) / threads, s, 1};
+  k.blockThreads = threads;
+  k.source = cudaPrelude() + "\n// kernel " + k.kernel + ": embedding, " +
+             std::to_string(d) + " features\n" +
+             "constexpr int D = " + std::to_string(d) +
+             ", VEC = " + std::to_string(vec) + ";\n" + R"cuda(
+// tokens [S] i32, table [V, D] f16, out [S, D] f16; grid (D/VEC/threads, S)
+extern "C" __global__ void )cuda" +
+             k.entry + R"cuda((const int *__restrict__ tokens,
+    const __half *__restrict__ table, __half *__restrict__ out) {
+  const int s = blockIdx.y;
+  const int d = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  if (d >= D)
+    return;
+  const __half *row = table + (long long)tokens[s] * D;
+#pragma unroll
+  for (int i = 0; i < VEC; ++i)
+    out[(long long)s * D + d + i] = row[d + i];
+}
+)cuda";
+  return k;
+}
+
+} // namespace kiln

@@ -1,0 +1,62 @@
+//===- EmitCuda.cpp - every distinct kernel of a function -----------------===//
+#include "codegen/CudaKernel.h"
+#include "ir/KilnOps.h"
+
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+llvm::Expected<std::vector<CudaKernel>>
+emitCudaKernels(Operation *fn, const CodegenOptions &opts) {
+  std::vector<CudaKernel> kernels;
+  llvm::StringSet<> seen;
+  std::optional<llvm::Error> error;
+  fn->walk([&](Operation *op) {
+    if (error || !isKernel(op))
+      return;
+    auto kernel = op->getAttrOfType<StringAttr>("kiln.kernel");
+    auto name = op->getAttrOfType<StringAttr>("kiln.name");
+    if (!kernel) {
+      error = llvm::createStringError(
+          llvm::Twine("'") + op->getName().getStringRef() +
+          "' has no kiln.kernel name: run the kiln pipeline first");
+      return;
+    }
+    if (!seen.insert(kernel.getValue()).second)
+      return; // identical layers share the kernel
+    llvm::Expected<CudaKernel> k = llvm::createStringError("");
+    if (isa<EmbeddingOp>(op))
+      k = emitEmbedding(op, opts);
+    else if (isa<FusedLinearOp, LinearOp, LogitsOp>(op))
+      k = emitGemv(op, opts);
+    else if (isa<FusedQKVOp>(op))
+      k = emitQkvGemv(op, opts);
+    else if (isa<AttentionOp>(op))
+      k = emitDecodeAttention(op, opts);
+    else
+      k = llvm::createStringError(
+          "no CUDA template for this op (run the fusion pipeline)");
+    // Decode kernels only so far: one new token is a static dimension.
+    auto rows = dyn_cast<RankedTensorType>(op->getResultTypes()[0]);
+    if (k && rows && rows.isDynamicDim(0)) {
+      llvm::consumeError(k.takeError());
+      k = llvm::createStringError(
+          "prefill kernels (a dynamic token count) are not generated yet");
+    }
+    if (!k) {
+      error = llvm::createStringError(
+          llvm::Twine("kernel ") + kernel.getValue() + " (" +
+          (name ? name.getValue() : "?") + ", '" +
+          op->getName().getStringRef() + "'): " + toString(k.takeError()));
+      return;
+    }
+    kernels.push_back(std::move(*k));
+  });
+  if (error)
+    return std::move(*error);
+  return kernels;
+}
+
+} // namespace kiln

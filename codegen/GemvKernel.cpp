@@ -1,0 +1,115 @@
+//===- GemvKernel.cpp - decode matmuls: fused_linear, linear, logits ------===//
+//
+// One warp per output row streams the row of W once (VEC halves per lane per
+// step, fp32 accumulation). The RMSNorm prologue is one block-wide sum of
+// squares of x; SwiGLU has each warp compute the gate row j and the up row
+// F + j; the residual is added before the store. Results split the output
+// columns in order.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+#include "ir/KilnOps.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
+  Value input = op->getOperand(0), weight = op->getOperand(1);
+  auto w = cast<RankedTensorType>(weight.getType());
+  int64_t n = w.getDimSize(0), kdim = w.getDimSize(1);
+  std::optional<double> eps;
+  bool swiglu = false;
+  Value residual;
+  if (auto f = dyn_cast<FusedLinearOp>(op)) {
+    if (auto e = f.getNormEpsilon())
+      eps = e->convertToDouble();
+    swiglu = f.getSwiglu();
+    residual = f.getResidual();
+  }
+  if (!w.getElementType().isF16() ||
+      !cast<RankedTensorType>(input.getType()).getElementType().isF16())
+    return llvm::createStringError(
+        "CUDA templates take f16 storage (compile with --dtype f16)");
+  int64_t tasks = swiglu ? n / 2 : n;
+  int vec = vectorWidth(kdim);
+  int warps = opts.gemvWarps;
+
+  CudaKernel k;
+  k.kernel = op->getAttrOfType<StringAttr>("kiln.kernel").str();
+  k.entry = entryName(k.kernel);
+  k.params = {{ParamKind::Activation, "x"}, {ParamKind::Weight, "w"}};
+  if (residual)
+    k.params.push_back({ParamKind::Activation, "residual"});
+  k.grid = {(tasks + warps - 1) / warps, 1, 1};
+  k.blockThreads = 32 * warps;
+
+  std::string signature, store;
+  llvm::raw_string_ostream sig(signature), st(store);
+  sig << "const __half *__restrict__ x, const __half *__restrict__ w"
+      << (residual ? ", const __half *__restrict__ residual" : "");
+  // The store: output column `task` belongs to the result whose columns
+  // cover it.
+  int64_t begin = 0;
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    auto type = cast<RankedTensorType>(r.getType());
+    int64_t width = type.getDimSize(1);
+    bool f32 = type.getElementType().isF32();
+    std::string name = "out" + std::to_string(i);
+    k.params.push_back({ParamKind::Activation, name});
+    sig << ", " << (f32 ? "float" : "__half") << " *__restrict__ " << name;
+    st << "  " << (i ? "else " : "") << "if (task < " << begin + width
+       << ")\n    " << name << "[task - " << begin
+       << "] = " << (f32 ? "y" : "__float2half(y)") << ";\n";
+    begin += width;
+  }
+
+  std::string src = cudaPrelude();
+  llvm::raw_string_ostream os(src);
+  os << "\n// kernel " << k.kernel << ": x[1, " << kdim << "] . W[" << n << ", "
+     << kdim << "]^T" << (eps ? ", RMSNorm prologue" : "")
+     << (swiglu ? ", SwiGLU epilogue" : "")
+     << (residual ? ", residual epilogue" : "") << "\n";
+  os << "constexpr int K = " << kdim << ", TASKS = " << tasks
+     << ", VEC = " << vec << ", WARPS = " << warps << ";\n";
+  os << "constexpr bool NORM = " << (eps ? "true" : "false")
+     << ", SWIGLU = " << (swiglu ? "true" : "false")
+     << ", RESIDUAL = " << (residual ? "true" : "false") << ";\n";
+  os << "constexpr float EPS = " << floatLiteral(eps.value_or(0)) << ";\n";
+  os << "\n__device__ __forceinline__ void kiln_store(int task, float y, "
+     << signature << ") {\n"
+     << store << "}\n";
+  os << "\n// grid (ceil(TASKS / WARPS)), block (32 * WARPS): warp -> output "
+        "column\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(32 * WARPS) " << k.entry
+     << "(" << signature << ") {\n";
+  os << R"cuda(  __shared__ float scratch[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float scale = 1.0f;
+  if constexpr (NORM)
+    scale = kiln_inv_rms<K, VEC>(x, EPS, scratch); // every thread takes part
+  const int task = blockIdx.x * WARPS + warp;
+  if (task >= TASKS)
+    return;
+  float y = scale * kiln_warp_dot<K, VEC>(w + (long long)task * K, x, lane);
+  if constexpr (SWIGLU) {
+    const float up = scale * kiln_warp_dot<K, VEC>(
+                                 w + (long long)(task + TASKS) * K, x, lane);
+    y = kiln_silu(y) * up;
+  }
+  if (lane != 0)
+    return;
+)cuda";
+  if (residual)
+    os << "  y += __half2float(residual[task]);\n";
+  os << "  kiln_store(task, y, x, w" << (residual ? ", residual" : "");
+  for (size_t i = 0; i < op->getNumResults(); ++i)
+    os << ", out" << i;
+  os << ");\n}\n";
+  k.source = src;
+  return k;
+}
+
+} // namespace kiln

@@ -1,0 +1,118 @@
+//===- Nvrtc.cpp ----------------------------------------------------------===//
+#include "codegen/Nvrtc.h"
+
+#include "llvm/Support/Parallel.h"
+#include "llvm/Support/Regex.h"
+
+#include <nvrtc.h>
+
+#include <cstdlib>
+#include <mutex>
+
+namespace kiln {
+namespace {
+/// Where cuda_fp16.h is: NVRTC 13 has no built-in copy. KILN_CUDA_INCLUDE
+/// overrides the path CMake found.
+std::string cudaInclude() {
+  if (const char *dir = std::getenv("KILN_CUDA_INCLUDE"); dir && *dir)
+    return dir;
+  return KILN_CUDA_INCLUDE_DIR;
+}
+
+/// ptxas -v: "Used 40 registers" and "N bytes spill stores, M bytes spill
+/// loads" for the kernel.
+void readPtxasReport(CompiledKernel &k) {
+  llvm::SmallVector<llvm::StringRef> m;
+  if (llvm::Regex("Used ([0-9]+) registers").match(k.log, &m))
+    m[1].getAsInteger(10, k.registers);
+  if (llvm::Regex("([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads")
+          .match(k.log, &m)) {
+    m[1].getAsInteger(10, k.spillStores);
+    m[2].getAsInteger(10, k.spillLoads);
+  }
+}
+} // namespace
+
+std::string nvrtcVersionString() {
+  int major = 0, minor = 0;
+  ::nvrtcVersion(&major, &minor);
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::vector<std::string> nvrtcOptions(const std::string &target) {
+  return {"--gpu-architecture=" + target, "-std=c++17",
+          "--include-path=" + cudaInclude(), "--ptxas-options=-v", "-lineinfo"};
+}
+
+llvm::Expected<CompiledKernel> compileKernel(const CudaKernel &kernel,
+                                             const std::string &target) {
+  CompiledKernel out;
+  out.kernel = kernel.kernel;
+  out.target = target;
+  nvrtcProgram prog;
+  std::string file = kernel.entry + ".cu";
+  if (nvrtcCreateProgram(&prog, kernel.source.c_str(), file.c_str(), 0, nullptr,
+                         nullptr) != NVRTC_SUCCESS)
+    return llvm::createStringError("kernel " + kernel.kernel +
+                                   ": nvrtcCreateProgram failed");
+  std::vector<std::string> options = nvrtcOptions(target);
+  std::vector<const char *> argv;
+  for (const std::string &o : options)
+    argv.push_back(o.c_str());
+  nvrtcResult result = nvrtcCompileProgram(prog, int(argv.size()), argv.data());
+  size_t size = 0;
+  nvrtcGetProgramLogSize(prog, &size);
+  out.log.resize(size);
+  if (size)
+    nvrtcGetProgramLog(prog, out.log.data());
+  while (!out.log.empty() && (out.log.back() == '\0' || out.log.back() == '\n'))
+    out.log.pop_back();
+  if (result != NVRTC_SUCCESS) {
+    nvrtcDestroyProgram(&prog);
+    return llvm::createStringError(
+        "kernel " + kernel.kernel + " for " + target +
+        ": NVRTC: " + nvrtcGetErrorString(result) + "\n" + out.log);
+  }
+  nvrtcGetCUBINSize(prog, &size);
+  out.cubin.resize(size);
+  nvrtcGetCUBIN(prog, out.cubin.data());
+  if (nvrtcGetPTXSize(prog, &size) == NVRTC_SUCCESS && size) {
+    out.ptx.resize(size);
+    nvrtcGetPTX(prog, out.ptx.data());
+  }
+  nvrtcDestroyProgram(&prog);
+  readPtxasReport(out);
+  return out;
+}
+
+llvm::Expected<std::vector<CompiledKernel>>
+compileKernels(const std::vector<CudaKernel> &kernels,
+               const std::vector<std::string> &targets) {
+  std::vector<std::pair<size_t, size_t>> jobs; // (kernel, target)
+  for (size_t k = 0; k < kernels.size(); ++k)
+    for (size_t t = 0; t < targets.size(); ++t)
+      jobs.push_back({k, t});
+  std::vector<std::optional<CompiledKernel>> done(jobs.size());
+  std::mutex lock;
+  std::string errors;
+  llvm::parallelFor(0, jobs.size(), [&](size_t i) {
+    auto compiled =
+        compileKernel(kernels[jobs[i].first], targets[jobs[i].second]);
+    if (compiled) {
+      done[i] = std::move(*compiled);
+      return;
+    }
+    std::lock_guard<std::mutex> guard(lock);
+    errors += toString(compiled.takeError()) + "\n";
+  });
+  if (!errors.empty()) {
+    errors.pop_back();
+    return llvm::createStringError(errors);
+  }
+  std::vector<CompiledKernel> out;
+  for (auto &d : done)
+    out.push_back(std::move(*d));
+  return out;
+}
+
+} // namespace kiln
