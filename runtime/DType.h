@@ -78,6 +78,34 @@ inline float halfToFloat(uint16_t h) {
   return f;
 }
 
+/// float to IEEE binary16 bits, rounding to nearest even (as __float2half).
+inline uint16_t floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
+  if (exp == 0xff) // inf or nan
+    return uint16_t(sign | 0x7c00 | (mant ? 0x200 : 0));
+  int e = int(exp) - 127 + 15;
+  if (e >= 0x1f) // overflow: inf
+    return uint16_t(sign | 0x7c00);
+  if (e <= 0) { // subnormal or zero
+    if (e < -10)
+      return uint16_t(sign);
+    mant |= 0x800000;
+    int shift = 14 - e;
+    uint32_t half = mant >> shift, rest = mant & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rest > mid || (rest == mid && (half & 1)))
+      ++half;
+    return uint16_t(sign | half);
+  }
+  uint32_t half = (uint32_t(e) << 10) | (mant >> 13), rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1)))
+    ++half; // may carry into the exponent, which is right
+  return uint16_t(sign | half);
+}
+
 /// bfloat16 bits are the top half of a float's.
 inline float bf16ToFloat(uint16_t b) {
   uint32_t bits = uint32_t(b) << 16;

@@ -19,6 +19,10 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.use_default_substitutions()  # FileCheck, %python
 llvm_config.add_tool_substitutions(["kiln", "kiln-opt", "kiln-translate"], [config.kiln_tools_dir])
 
+# The emu device's compiled kernels: one cache for the whole test run, in
+# the build tree, not the user's home.
+config.environment["KILN_EMU_CACHE"] = os.path.join(config.test_exec_root, "emu-cache")
+
 fixtures = os.path.join(config.test_source_root, "fixtures")
 config.substitutions.append(("%fixtures", fixtures))
 # compare_logits.py EXPECTED GOT TOL: the fixtures' own checker.

@@ -1,5 +1,7 @@
 //===- Run.cpp - kiln run -------------------------------------------------===//
+#include "codegen/Program.h"
 #include "reference/RefDevice.h"
+#include "runtime/EmuDevice.h"
 #include "runtime/Generate.h"
 #include "tools/kiln/Commands.h"
 
@@ -25,7 +27,10 @@ cl::opt<std::string> promptIds("prompt-ids",
 cl::opt<std::string> maxNewTokensFlag("max-new-tokens",
                                       cl::desc("Tokens to generate"),
                                       cl::init("16"), cl::sub(runCommand()));
-cl::opt<std::string> device("device", cl::desc("Where to run: ref"),
+cl::opt<std::string> device("device",
+                            cl::desc("Where to run: ref (fp32 interpreter of "
+                                     "the IR) or emu (the CUDA kernels on "
+                                     "the CPU)"),
                             cl::init("ref"), cl::sub(runCommand()));
 cl::opt<std::string> dumpLogits(
     "dump-logits",
@@ -61,10 +66,10 @@ int runRun() {
   auto prompt = parseIds(promptIds);
   if (!prompt.ok())
     return fail(prompt.status(), 2);
-  if (device != "ref")
+  if (device != "ref" && device != "emu")
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--device: '", std::string(device),
-                    "' is not a device of this build (it has: ref)")),
+                    "' is not a device of this build (it has: ref, emu)")),
                 2);
   FrontendOptions opts = frontendOptions();
 
@@ -88,7 +93,16 @@ int runRun() {
   if (absl::Status s = (*weights)->check(compiled->weights); !s.ok())
     return fail(s);
 
-  auto dev = RefDevice::create(*compiled->module, **weights);
+  absl::StatusOr<std::unique_ptr<Device>> dev;
+  if (device == "emu") {
+    auto program = buildProgram(*compiled->module, CodegenOptions());
+    if (!program)
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          compiled->source.name, ": ", toString(program.takeError()))));
+    dev = EmuDevice::create(std::move(*program), **weights);
+  } else {
+    dev = RefDevice::create(*compiled->module, **weights);
+  }
   if (!dev.ok())
     return fail(dev.status());
   auto gen = generateGreedy(**dev, *prompt, maxNewTokens, c.vocabSize);

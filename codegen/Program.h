@@ -1,0 +1,20 @@
+//===- Program.h - kiln IR to the runtime's Program -------------*- C++ -*-===//
+#ifndef KILN_CODEGEN_PROGRAM_H
+#define KILN_CODEGEN_PROGRAM_H
+
+#include "codegen/CudaKernel.h"
+#include "runtime/Program.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace kiln {
+
+/// The decode step of a module that went through the whole pipeline (names,
+/// KV pool and arena plans): its kernels, weight manifest and launches with
+/// every argument bound. Fails naming what is missing.
+llvm::Expected<Program> buildProgram(mlir::ModuleOp module,
+                                     const CodegenOptions &opts);
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_PROGRAM_H

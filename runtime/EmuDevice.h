@@ -1,0 +1,47 @@
+//===- EmuDevice.h - the emu device: generated kernels on the CPU -*- C++
+//-*-===//
+#ifndef KILN_RUNTIME_EMUDEVICE_H
+#define KILN_RUNTIME_EMUDEVICE_H
+
+#include "runtime/Device.h"
+#include "runtime/Program.h"
+#include "runtime/Weights.h"
+#include "runtime/emu/EmuCompiler.h"
+
+#include <map>
+#include <memory>
+
+namespace kiln {
+
+/// Runs a Program's kernels (the very CUDA C++ that NVRTC compiles) on the
+/// CPU, with the same buffers a GPU would have: the f16 weight buffers the
+/// manifest describes, the activation arena, the paged KV pool. Prefill
+/// runs the decode step once per prompt token (same numbers; the batched
+/// prefill kernels come later).
+class EmuDevice : public Device {
+public:
+  static absl::StatusOr<std::unique_ptr<EmuDevice>>
+  create(Program program, const WeightSet &weights);
+
+  std::string name() const override { return "emu"; }
+  absl::StatusOr<std::vector<float>>
+  prefill(std::span<const int32_t> tokens,
+          std::span<const int32_t> positions) override;
+  absl::StatusOr<std::vector<float>> decode(int32_t token,
+                                            int32_t position) override;
+
+private:
+  void *address(const Argument &a);
+
+  Program program_;
+  std::vector<EmuLaunchFn> kernels_;
+  std::map<std::string, std::vector<uint16_t>> weights_; // f16 bits
+  std::vector<uint8_t> arena_, pool_;
+  std::vector<int32_t> tokens_{0}, positions_{0}, blockTable_;
+  std::vector<float> workspace_;
+  std::vector<uint32_t> counters_;
+};
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_EMUDEVICE_H

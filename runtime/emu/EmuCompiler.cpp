@@ -1,0 +1,124 @@
+//===- EmuCompiler.cpp ----------------------------------------------------===//
+#include "runtime/emu/EmuCompiler.h"
+#include "runtime/AtomicFile.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <unistd.h>
+
+namespace kiln {
+namespace fs = std::filesystem;
+namespace {
+
+std::string env(const char *name, const std::string &fallback) {
+  const char *v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// FNV-1a: stable across runs and machines, unlike std::hash.
+std::string hash(const std::string &text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return buf;
+}
+
+std::string cacheDir() {
+  if (const char *dir = std::getenv("KILN_EMU_CACHE"); dir && *dir)
+    return dir;
+  std::string base = env("XDG_CACHE_HOME", env("HOME", "/tmp") + "/.cache");
+  return base + "/kiln/emu";
+}
+
+/// The entry point that runs the grid, appended to the kernel's source.
+std::string launcher(const std::string &entry) {
+  return "\nextern \"C\" void kiln_emu_launch(unsigned gx, unsigned gy, "
+         "unsigned gz, unsigned block, void **args) {\n"
+         "  kiln_emu::launch(dim3(gx, gy, gz), dim3(block), [&] {\n"
+         "    kiln_emu::call(&" +
+         entry + ", args);\n  });\n}\n";
+}
+
+absl::StatusOr<EmuLaunchFn> compileOne(const KernelCode &k,
+                                       const std::string &header,
+                                       const std::string &command) {
+  std::string source = k.source + launcher(k.entry);
+  std::string key = hash(command + "\n" + readFile(header) + "\n" + source);
+  std::string dir = cacheDir();
+  std::string so = dir + "/" + k.entry + "-" + key + ".so";
+  if (!fs::exists(so)) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::string tmp = absl::StrCat(so, ".", getpid());
+    std::string cpp = tmp + ".cpp", log = tmp + ".log";
+    if (absl::Status s = writeFileAtomically(cpp, source); !s.ok())
+      return s;
+    std::string cmd = absl::StrCat(command, " '", cpp, "' -o '", tmp,
+                                   "' -lboost_context > '", log, "' 2>&1");
+    int rc = std::system(cmd.c_str());
+    std::string output = readFile(log);
+    fs::remove(cpp, ec);
+    fs::remove(log, ec);
+    if (rc != 0) {
+      fs::remove(tmp, ec);
+      return absl::InternalError(absl::StrCat("emu: kernel ", k.name,
+                                              ": the host compiler failed:\n",
+                                              output.substr(0, 4000)));
+    }
+    fs::rename(tmp, so, ec); // atomic: concurrent runs race harmlessly
+    if (ec)
+      return absl::InternalError(
+          absl::StrCat("emu: cannot store ", so, ": ", ec.message()));
+  }
+  void *handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    return absl::InternalError(
+        absl::StrCat("emu: kernel ", k.name, ": ", dlerror()));
+  auto fn = reinterpret_cast<EmuLaunchFn>(dlsym(handle, "kiln_emu_launch"));
+  if (!fn)
+    return absl::InternalError(
+        absl::StrCat("emu: kernel ", k.name, ": no kiln_emu_launch"));
+  return fn;
+}
+} // namespace
+
+absl::StatusOr<std::vector<EmuLaunchFn>>
+compileEmuKernels(const std::vector<KernelCode> &kernels) {
+  std::string header = env("KILN_EMU_HEADER", KILN_EMU_HEADER);
+  // -fno-strict-aliasing: CUDA code reads vector loads through __half2
+  // pointers, which nvcc allows and an optimizing host compiler would not.
+  std::string command = absl::StrCat(
+      env("CXX", "c++"),
+      " -std=c++17 -O2 -fno-strict-aliasing -fPIC -shared -w -x c++ -I'",
+      env("KILN_CUDA_INCLUDE", KILN_CUDA_INCLUDE_DIR), "' -include '", header,
+      "' ", env("KILN_EMU_CXXFLAGS", ""));
+  std::vector<std::future<absl::StatusOr<EmuLaunchFn>>> jobs;
+  for (const KernelCode &k : kernels)
+    jobs.push_back(std::async(std::launch::async, compileOne, std::cref(k),
+                              std::cref(header), std::cref(command)));
+  std::vector<EmuLaunchFn> fns;
+  for (auto &job : jobs) {
+    auto fn = job.get();
+    if (!fn.ok())
+      return fn.status();
+    fns.push_back(*fn);
+  }
+  return fns;
+}
+
+} // namespace kiln

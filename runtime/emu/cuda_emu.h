@@ -1,0 +1,202 @@
+//===- cuda_emu.h - run kiln's generated CUDA C++ on the CPU ----*- C++ -*-===//
+//
+// Force-included (-include) before a generated kernel's translation unit
+// when the emu device compiles it with the host compiler. Each CUDA thread
+// of a block is a fiber (Boost.Context) on one OS thread, so
+// __syncthreads, warp shuffles and shared memory keep their CUDA meaning:
+// a thread that reaches a barrier yields until every live thread of its
+// block (or warp) has reached it. The same text that NVRTC compiles runs
+// here unchanged.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_CUDA_EMU_H
+#define KILN_CUDA_EMU_H
+
+#include <cuda_fp16.h>
+
+#include <boost/context/fiber.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+// CUDA's qualifiers, for host code: device functions are file-local (each
+// kernel is its own shared object), shared memory is per OS thread, which
+// runs one block at a time.
+#undef __global__
+#undef __device__
+#undef __forceinline__
+#undef __shared__
+#undef __constant__
+#undef __launch_bounds__
+#define __global__
+#define __device__ static
+#define __forceinline__ inline
+#define __shared__ static thread_local
+#define __constant__ static
+#define __launch_bounds__(...)
+
+namespace kiln_emu {
+
+enum class Wait { None, Block, Warp };
+
+struct Thread {
+  uint3 idx{};
+  int linear = 0;
+  bool done = false;
+  Wait wait = Wait::None;
+  boost::context::fiber fiber, sink;
+};
+
+struct Block {
+  uint3 idx{};
+  dim3 dim, grid;
+  std::vector<Thread> threads;
+  Thread *current = nullptr;
+  std::vector<float> lanes; // one slot per thread, for shuffles
+};
+
+inline thread_local Block *block = nullptr;
+
+inline Thread &self() { return *block->current; }
+
+/// Back to the scheduler until the barrier this thread waits at opens.
+inline void yield(Wait why) {
+  Thread &t = self();
+  t.wait = why;
+  t.sink = std::move(t.sink).resume();
+}
+
+/// Runs one block of `body` to completion, scheduling its threads.
+template <typename Body> void runBlock(Block &b, Body &body) {
+  const int n = int(b.dim.x * b.dim.y * b.dim.z);
+  b.threads = std::vector<Thread>(n);
+  b.lanes.assign(n, 0.0f);
+  for (int i = 0; i < n; ++i) {
+    Thread &t = b.threads[i];
+    t.linear = i;
+    t.idx = {unsigned(i % b.dim.x), unsigned(i / b.dim.x % b.dim.y),
+             unsigned(i / (b.dim.x * b.dim.y))};
+    t.fiber = boost::context::fiber(std::allocator_arg,
+                                    boost::context::fixedsize_stack(256 * 1024),
+                                    [&t, &body](boost::context::fiber &&sink) {
+                                      t.sink = std::move(sink);
+                                      body();
+                                      t.done = true;
+                                      return std::move(t.sink);
+                                    });
+  }
+  const int warps = (n + 31) / 32;
+  for (;;) {
+    bool ran = false, live = false;
+    for (Thread &t : b.threads)
+      if (!t.done && t.wait == Wait::None) {
+        b.current = &t;
+        t.fiber = std::move(t.fiber).resume();
+        ran = true;
+      }
+    for (Thread &t : b.threads)
+      live = live || !t.done;
+    if (!live)
+      return;
+    if (ran)
+      continue;
+    // Nobody can run: open every barrier that all its live threads reached.
+    bool opened = false;
+    bool allAtBlock = true;
+    for (Thread &t : b.threads)
+      if (!t.done && t.wait != Wait::Block)
+        allAtBlock = false;
+    if (allAtBlock) {
+      for (Thread &t : b.threads)
+        t.wait = Wait::None;
+      continue;
+    }
+    for (int w = 0; w < warps; ++w) {
+      bool all = true, any = false;
+      for (int i = w * 32; i < std::min(n, w * 32 + 32); ++i)
+        if (!b.threads[i].done) {
+          any = true;
+          all = all && b.threads[i].wait == Wait::Warp;
+        }
+      if (any && all) {
+        for (int i = w * 32; i < std::min(n, w * 32 + 32); ++i)
+          b.threads[i].wait = Wait::None;
+        opened = true;
+      }
+    }
+    if (!opened) {
+      std::fprintf(stderr,
+                   "kiln emu: deadlock in block (%u, %u, %u): threads "
+                   "wait at barriers that cannot open\n",
+                   b.idx.x, b.idx.y, b.idx.z);
+      std::abort();
+    }
+  }
+}
+
+/// Runs every block of the grid, one after the other.
+template <typename Body> void launch(dim3 grid, dim3 dim, Body body) {
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        Block b;
+        b.idx = {x, y, z};
+        b.dim = dim;
+        b.grid = grid;
+        block = &b;
+        runBlock(b, body);
+        block = nullptr;
+      }
+}
+
+/// Calls a kernel with its parameters from an array of pointers.
+template <typename... A, std::size_t... I>
+void callWith(void (*f)(A...), void **args, std::index_sequence<I...>) {
+  f(static_cast<A>(args[I])...);
+}
+template <typename... A> void call(void (*f)(A...), void **args) {
+  callWith(f, args, std::index_sequence_for<A...>{});
+}
+
+} // namespace kiln_emu
+
+#define threadIdx (kiln_emu::self().idx)
+#define blockIdx (kiln_emu::block->idx)
+#define blockDim (kiln_emu::block->dim)
+#define gridDim (kiln_emu::block->grid)
+
+inline void __syncthreads() { kiln_emu::yield(kiln_emu::Wait::Block); }
+
+/// Lane ^ mask's value: every lane posts, the warp meets, every lane reads,
+/// the warp meets again (so no lane overwrites a value not yet read).
+inline float __shfl_xor_sync(unsigned, float v, int mask) {
+  kiln_emu::Thread &t = kiln_emu::self();
+  std::vector<float> &lanes = kiln_emu::block->lanes;
+  lanes[t.linear] = v;
+  kiln_emu::yield(kiln_emu::Wait::Warp);
+  const float r = lanes[(t.linear & ~31) | ((t.linear & 31) ^ mask)];
+  kiln_emu::yield(kiln_emu::Wait::Warp);
+  return r;
+}
+
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline unsigned atomicAdd(unsigned *p, unsigned v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+inline float __ldcg(const float *p) { return *p; }
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+using std::max;
+using std::min;
+
+#endif // KILN_CUDA_EMU_H
