@@ -44,16 +44,16 @@ std::vector<std::string> nvrtcOptions(const std::string &target) {
           "--include-path=" + cudaInclude(), "--ptxas-options=-v", "-lineinfo"};
 }
 
-llvm::Expected<CompiledKernel> compileKernel(const CudaKernel &kernel,
+llvm::Expected<CompiledKernel> compileKernel(const KernelCode &kernel,
                                              const std::string &target) {
   CompiledKernel out;
-  out.kernel = kernel.kernel;
+  out.kernel = kernel.name;
   out.target = target;
   nvrtcProgram prog;
   std::string file = kernel.entry + ".cu";
   if (nvrtcCreateProgram(&prog, kernel.source.c_str(), file.c_str(), 0, nullptr,
                          nullptr) != NVRTC_SUCCESS)
-    return llvm::createStringError("kernel " + kernel.kernel +
+    return llvm::createStringError("kernel " + kernel.name +
                                    ": nvrtcCreateProgram failed");
   std::vector<std::string> options = nvrtcOptions(target);
   std::vector<const char *> argv;
@@ -69,9 +69,9 @@ llvm::Expected<CompiledKernel> compileKernel(const CudaKernel &kernel,
     out.log.pop_back();
   if (result != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
-    return llvm::createStringError(
-        "kernel " + kernel.kernel + " for " + target +
-        ": NVRTC: " + nvrtcGetErrorString(result) + "\n" + out.log);
+    return llvm::createStringError("kernel " + kernel.name + " for " + target +
+                                   ": NVRTC: " + nvrtcGetErrorString(result) +
+                                   "\n" + out.log);
   }
   nvrtcGetCUBINSize(prog, &size);
   out.cubin.resize(size);
@@ -86,7 +86,7 @@ llvm::Expected<CompiledKernel> compileKernel(const CudaKernel &kernel,
 }
 
 llvm::Expected<std::vector<CompiledKernel>>
-compileKernels(const std::vector<CudaKernel> &kernels,
+compileKernels(const std::vector<KernelCode> &kernels,
                const std::vector<std::string> &targets) {
   std::vector<std::pair<size_t, size_t>> jobs; // (kernel, target)
   for (size_t k = 0; k < kernels.size(); ++k)

@@ -2,7 +2,7 @@
 #ifndef KILN_CODEGEN_NVRTC_H
 #define KILN_CODEGEN_NVRTC_H
 
-#include "codegen/CudaKernel.h"
+#include "runtime/Program.h"
 
 #include "llvm/Support/Error.h"
 
@@ -27,12 +27,12 @@ std::string nvrtcVersionString();
 std::vector<std::string> nvrtcOptions(const std::string &target);
 
 /// Compiles one kernel. A failure names the kernel and carries NVRTC's log.
-llvm::Expected<CompiledKernel> compileKernel(const CudaKernel &kernel,
+llvm::Expected<CompiledKernel> compileKernel(const KernelCode &kernel,
                                              const std::string &target);
 
 /// Compiles every kernel for every target, in parallel threads.
 llvm::Expected<std::vector<CompiledKernel>>
-compileKernels(const std::vector<CudaKernel> &kernels,
+compileKernels(const std::vector<KernelCode> &kernels,
                const std::vector<std::string> &targets);
 
 } // namespace kiln

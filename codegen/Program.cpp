@@ -46,17 +46,15 @@ WeightBuffer manifestEntry(Operation *op) {
   if (auto weight = dyn_cast<WeightOp>(op)) {
     auto type = weight.getType();
     w.name = weight.getName().str();
-    w.sources = {w.name};
-    w.rows = {type.getRank() == 2 ? type.getDimSize(0) : 1};
+    w.sources = {{w.name, {type.getShape().begin(), type.getShape().end()}}};
     w.cols = type.getDimSize(type.getRank() - 1);
     return w;
   }
   auto packed = cast<PackedWeightOp>(op);
   w.name = packed.getName().str();
-  for (Attribute s : packed.getSources())
-    w.sources.push_back(cast<StringAttr>(s).str());
-  w.rows.assign(packed.getRows().begin(), packed.getRows().end());
   w.cols = packed.getType().getDimSize(1);
+  for (auto [s, rows] : llvm::zip(packed.getSources(), packed.getRows()))
+    w.sources.push_back({cast<StringAttr>(s).str(), {rows, w.cols}});
   if (auto norm = packed.getScaledBy())
     w.scaledBy = norm->str();
   return w;

@@ -10,11 +10,13 @@
 namespace kiln {
 
 /// Element types that safetensors files hold for kiln: weights are F32, F16
-/// or BF16; token ids in logits dumps are I32.
-enum class DType { F32, F16, BF16, I32, I64 };
+/// or BF16; token ids in logits dumps are I32; bundles keep bytes as U8.
+enum class DType { F32, F16, BF16, I32, I64, U8 };
 
 constexpr size_t dtypeSize(DType t) {
   switch (t) {
+  case DType::U8:
+    return 1;
   case DType::F16:
   case DType::BF16:
     return 2;
@@ -39,12 +41,15 @@ constexpr const char *dtypeName(DType t) {
     return "I32";
   case DType::I64:
     return "I64";
+  case DType::U8:
+    return "U8";
   }
   return "?";
 }
 
 inline std::optional<DType> parseDType(std::string_view s) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64})
+  for (DType t :
+       {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8})
     if (std::string_view(dtypeName(t)) == s)
       return t;
   return std::nullopt;

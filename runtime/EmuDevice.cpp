@@ -21,12 +21,12 @@ absl::StatusOr<std::vector<uint16_t>> pack(const WeightBuffer &w,
     g->toFloat(scale.data());
   }
   std::vector<uint16_t> out; // [sum(rows), cols]
-  for (size_t i = 0; i < w.sources.size(); ++i) {
-    const TensorView *t = weights.find(w.sources[i]);
-    if (!t || t->numElements() != w.rows[i] * w.cols)
+  for (const WeightSource &source : w.sources) {
+    const TensorView *t = weights.find(source.name);
+    if (!t || t->shape != source.shape)
       return absl::InvalidArgumentError(
-          absl::StrCat(weights.origin(), ": no weight '", w.sources[i],
-                       "' of shape [", w.rows[i], ", ", w.cols, "]"));
+          absl::StrCat(weights.origin(), ": no weight '", source.name,
+                       "' of shape ", shapeString(source.shape)));
     std::vector<float> rows(t->numElements());
     t->toFloat(rows.data());
     for (size_t j = 0; j < rows.size(); ++j)

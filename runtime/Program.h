@@ -53,12 +53,18 @@ struct Launch {
   std::vector<Argument> args;
 };
 
-/// One weight buffer: the rows of `sources` stacked, the columns scaled by
-/// `scaledBy` when set, stored as f16 ([sum(rows), cols]).
+/// A checkpoint tensor a weight buffer is built from.
+struct WeightSource {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+/// One weight buffer: the `sources` (each [rows, cols], or [cols]) stacked
+/// row after row, the columns scaled by the [cols] tensor `scaledBy` when
+/// set (a folded RMSNorm weight), stored as f16.
 struct WeightBuffer {
   std::string name;
-  std::vector<std::string> sources;
-  std::vector<int64_t> rows;
+  std::vector<WeightSource> sources;
   int64_t cols = 0;
   std::string scaledBy;
 };

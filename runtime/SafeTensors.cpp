@@ -61,6 +61,7 @@ void TensorView::toFloat(float *out) const {
     return;
   case DType::I32:
   case DType::I64:
+  case DType::U8:
     break;
   }
   std::fill(out, out + n, 0.0f); // callers check isFloat first
@@ -133,8 +134,17 @@ absl::Status SafeTensorsFile::parse() {
   };
   std::vector<Range> ranges;
   for (auto &[name, entry] : header.items()) {
-    if (name == "__metadata__")
+    if (name == "__metadata__") {
+      if (!entry.is_object())
+        return fault(path_, "__metadata__ is not a JSON object");
+      for (auto &[key, value] : entry.items()) {
+        if (!value.is_string())
+          return fault(path_, absl::StrCat("__metadata__ entry '", key,
+                                           "' is not a string"));
+        metadata_[key] = value.get<std::string>();
+      }
       continue;
+    }
     std::string where = absl::StrCat("tensor '", name, "'");
     if (!entry.is_object())
       return fault(path_, where + " is not a JSON object");
@@ -151,7 +161,7 @@ absl::Status SafeTensorsFile::parse() {
       return fault(path_, absl::StrCat(where, ": unsupported dtype '",
                                        dtypeIt->get<std::string>(),
                                        "' (kiln reads F32, F16, BF16, I32, "
-                                       "I64)"));
+                                       "I64, U8)"));
     if (!shapeIt->is_array())
       return fault(path_, where + ": shape is not an array");
     std::vector<int64_t> shape;
@@ -208,9 +218,12 @@ absl::Status SafeTensorsFile::parse() {
   return absl::OkStatus();
 }
 
-absl::Status writeSafeTensors(const std::string &path,
-                              const std::vector<OutTensor> &tensors) {
+absl::Status
+writeSafeTensors(const std::string &path, const std::vector<OutTensor> &tensors,
+                 const std::map<std::string, std::string> &metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const OutTensor &t : tensors) {
     uint64_t n = dtypeSize(t.dtype);

@@ -51,6 +51,10 @@ public:
   /// nullptr when the file has no tensor of that name.
   const TensorView *find(const std::string &name) const;
   const std::map<std::string, TensorView> &tensors() const { return tensors_; }
+  /// The header's __metadata__: string keys to string values.
+  const std::map<std::string, std::string> &metadata() const {
+    return metadata_;
+  }
 
 private:
   SafeTensorsFile(std::string path) : path_(std::move(path)) {}
@@ -60,6 +64,7 @@ private:
   void *map_ = nullptr;
   size_t size_ = 0;
   std::map<std::string, TensorView> tensors_;
+  std::map<std::string, std::string> metadata_;
 };
 
 /// A tensor to write: data points at numElements * dtypeSize bytes.
@@ -72,8 +77,9 @@ struct OutTensor {
 
 /// Writes a safetensors file atomically: to a temporary name in the same
 /// folder, then renamed, so a failure never leaves a partial file at path.
-absl::Status writeSafeTensors(const std::string &path,
-                              const std::vector<OutTensor> &tensors);
+absl::Status
+writeSafeTensors(const std::string &path, const std::vector<OutTensor> &tensors,
+                 const std::map<std::string, std::string> &metadata = {});
 
 } // namespace kiln
 

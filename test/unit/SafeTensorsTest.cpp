@@ -100,7 +100,7 @@ TEST(SafeTensors, RejectsEveryDefect) {
               R"({"a":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})",
               "x")),
       "tensor 'a': unsupported dtype 'F8_E5M2' (kiln reads F32, F16, BF16, "
-      "I32, I64)");
+      "I32, I64, U8)");
   EXPECT_EQ(
       openError(
           dir, safetensorsBytes(

@@ -17,6 +17,7 @@ namespace kiln {
 /// name them during static initialization (cl::sub(compileCommand())).
 llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &runCommand();
+llvm::cl::SubCommand &inspectCommand();
 
 /// Options that compile and run share (defined in Options.cpp).
 extern llvm::cl::opt<std::string> dtypeFlag;
@@ -29,6 +30,7 @@ FrontendOptions frontendOptions();
 /// Each returns the process exit code: 0, 1 (bad input) or 2 (bad usage).
 int runCompile();
 int runRun();
+int runInspect();
 
 /// Resolves a model and builds its verified kiln module; when the folder has
 /// weights, checks their names and shapes (headers only) against the module.

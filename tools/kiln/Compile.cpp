@@ -1,9 +1,11 @@
 //===- Compile.cpp - kiln compile -----------------------------------------===//
 #include "codegen/Nvrtc.h"
+#include "codegen/Program.h"
 #include "inspect/KernelGraph.h"
 #include "ir/KilnOps.h"
 #include "passes/Passes.h"
 #include "runtime/AtomicFile.h"
+#include "runtime/Bundle.h"
 #include "runtime/DType.h"
 #include "tools/kiln/Commands.h"
 
@@ -23,7 +25,9 @@ namespace kiln {
 namespace {
 cl::opt<std::string> model(cl::Positional, cl::desc("[MODEL]"),
                            cl::init("tiny-gqa"), cl::sub(compileCommand()));
-cl::opt<std::string> output("o", cl::desc("Write the kiln IR to this file"),
+cl::opt<std::string> output("o",
+                            cl::desc("Write the bundle (a name ending in "
+                                     ".kiln) or the kiln IR to this file"),
                             cl::value_desc("file"), cl::sub(compileCommand()));
 enum class Emit { Summary, Mlir };
 cl::opt<Emit> emit("emit", cl::desc("What to print on stdout"),
@@ -104,6 +108,27 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
 }
 
 namespace {
+/// kiln compile -o model.kiln: the decode Program, its kernels compiled by
+/// NVRTC for every --target (sm_90 when none is given), written as a bundle.
+absl::Status writeBundleFor(CompiledModel &m, const std::string &path) {
+  auto program = buildProgram(*m.module, CodegenOptions());
+  if (!program)
+    return absl::InvalidArgumentError(
+        absl::StrCat(m.source.name, ": ", toString(program.takeError())));
+  std::vector<std::string> archs(targets.begin(), targets.end());
+  if (archs.empty())
+    archs = {"sm_90"};
+  auto compiled = compileKernels(program->kernels, archs);
+  if (!compiled)
+    return absl::InternalError(toString(compiled.takeError()));
+  Bundle bundle{m.source.name, m.source.config, std::move(*program), {}, {}};
+  for (CompiledKernel &k : *compiled) {
+    bundle.cubin[k.kernel][k.target] = std::move(k.cubin);
+    bundle.ptx[k.kernel][k.target] = std::move(k.ptx);
+  }
+  return writeBundle(path, bundle);
+}
+
 /// 6.74 B, 139.58 K: counts at a glance.
 std::string count(double n) {
   if (n >= 1e9)
@@ -224,9 +249,12 @@ int runCompile() {
       return fail(s);
   }
 
-  // -o keeps the locations (as #loc aliases at the end), so that kiln-opt
-  // runs on the file keep the Hugging Face names and kernel provenance.
-  if (!output.empty()) {
+  if (StringRef(output).ends_with(".kiln")) {
+    if (absl::Status s = writeBundleFor(*compiled, output); !s.ok())
+      return fail(s);
+  } else if (!output.empty()) {
+    // The IR keeps its locations (as #loc aliases at the end), so that
+    // kiln-opt runs on the file keep the Hugging Face names.
     std::string text;
     llvm::raw_string_ostream os(text);
     compiled->module->print(os, OpPrintingFlags().enableDebugInfo());
@@ -253,7 +281,10 @@ int runCompile() {
         return fail(absl::InvalidArgumentError(absl::StrCat(
                         "--target: '", t, "' is not a target like sm_90")),
                     2);
-    auto compiledKernels = compileKernels(*kernels, archs);
+    std::vector<KernelCode> code;
+    for (const CudaKernel &k : *kernels)
+      code.push_back({k.kernel, k.entry, k.source});
+    auto compiledKernels = compileKernels(code, archs);
     if (!compiledKernels) // the kernel, its provenance and NVRTC's log
       return fail(absl::InternalError(toString(compiledKernels.takeError())));
     llvm::outs() << "  kernels   " << kernels->size() << " for @decode, NVRTC "

@@ -15,6 +15,11 @@ cl::SubCommand &runCommand() {
   return command;
 }
 
+cl::SubCommand &inspectCommand() {
+  static cl::SubCommand command("inspect", "Print what a bundle holds");
+  return command;
+}
+
 cl::opt<std::string> dtypeFlag("dtype",
                                cl::desc("Storage type: f16, bf16 or f32"),
                                cl::init("f16"), cl::sub(compileCommand()),

@@ -1,6 +1,7 @@
 //===- Run.cpp - kiln run -------------------------------------------------===//
 #include "codegen/Program.h"
 #include "reference/RefDevice.h"
+#include "runtime/Bundle.h"
 #include "runtime/EmuDevice.h"
 #include "runtime/Generate.h"
 #include "tools/kiln/Commands.h"
@@ -32,10 +33,27 @@ cl::opt<std::string> device("device",
                                      "the IR) or emu (the CUDA kernels on "
                                      "the CPU)"),
                             cl::init("ref"), cl::sub(runCommand()));
+cl::opt<std::string> weightsFolder(
+    "weights",
+    cl::desc("The model folder whose safetensors a bundle runs with (or "
+             "other weights for a model of the same shapes)"),
+    cl::value_desc("folder"), cl::sub(runCommand()));
 cl::opt<std::string> dumpLogits(
     "dump-logits",
     cl::desc("Write prompt, tokens and every logit in the fixture layout"),
     cl::value_desc("file.safetensors"), cl::sub(runCommand()));
+
+/// What a bundle's weight manifest needs of the checkpoint.
+std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws) {
+  std::vector<WeightSpec> specs;
+  for (const WeightBuffer &w : ws) {
+    for (const WeightSource &s : w.sources)
+      specs.push_back({s.name, s.shape});
+    if (!w.scaledBy.empty())
+      specs.push_back({w.scaledBy, {w.cols}});
+  }
+  return specs;
+}
 
 absl::StatusOr<std::vector<int32_t>> parseIds(const std::string &text) {
   std::vector<int32_t> ids;
@@ -71,37 +89,76 @@ int runRun() {
                     "--device: '", std::string(device),
                     "' is not a device of this build (it has: ref, emu)")),
                 2);
-  FrontendOptions opts = frontendOptions();
-
+  // A bundle runs as compiled (weights from --weights); a model folder or
+  // preset is compiled on the way.
   mlir::MLIRContext ctx;
-  auto compiled = compileModel(ctx, model, opts);
-  if (!compiled.ok())
-    return fail(compiled.status());
-  const LlamaConfig &c = compiled->source.config;
-  if (absl::Status s =
-          checkPrompt(*prompt, maxNewTokens, c.vocabSize, c.maxPositions);
-      !s.ok())
-    return fail(s);
-  if (!WeightSet::present(compiled->source.folder))
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        compiled->source.folder,
-        ": has no weights (model.safetensors); presets such as llama2-7b "
-        "hold only shapes")));
-  auto weights = WeightSet::open(compiled->source.folder);
-  if (!weights.ok())
-    return fail(weights.status());
-  if (absl::Status s = (*weights)->check(compiled->weights); !s.ok())
-    return fail(s);
-
+  std::optional<CompiledModel> compiledModel; // the ref device reads its IR
   absl::StatusOr<std::unique_ptr<Device>> dev;
-  if (device == "emu") {
-    auto program = buildProgram(*compiled->module, CodegenOptions());
-    if (!program)
+  LlamaConfig c;
+  std::string name = model;
+  std::unique_ptr<WeightSet> weights;
+  auto openWeights = [&](const std::string &folder,
+                         const std::vector<WeightSpec> &specs) -> absl::Status {
+    if (!WeightSet::present(folder))
+      return absl::InvalidArgumentError(absl::StrCat(
+          folder, ": has no weights (model.safetensors); presets such as "
+                  "llama2-7b hold only shapes"));
+    auto opened = WeightSet::open(folder);
+    if (!opened.ok())
+      return opened.status();
+    weights = std::move(*opened);
+    return weights->check(specs);
+  };
+  if (looksLikeBundle(model)) {
+    if (weightsFolder.empty())
       return fail(absl::InvalidArgumentError(absl::StrCat(
-          compiled->source.name, ": ", toString(program.takeError()))));
-    dev = EmuDevice::create(std::move(*program), **weights);
+                      std::string(model),
+                      ": a bundle holds no weights: name the model folder "
+                      "with --weights")),
+                  2);
+    if (device == "ref")
+      return fail(absl::InvalidArgumentError(
+                      "--device ref interprets kiln IR: run it on a model "
+                      "folder or preset, not a bundle"),
+                  2);
+    auto bundle = readBundle(model);
+    if (!bundle.ok())
+      return fail(bundle.status());
+    c = bundle->config;
+    name = bundle->model;
+    if (absl::Status s =
+            checkPrompt(*prompt, maxNewTokens, c.vocabSize, c.maxPositions);
+        !s.ok())
+      return fail(s);
+    if (absl::Status s =
+            openWeights(weightsFolder, manifestSpecs(bundle->program.weights));
+        !s.ok())
+      return fail(s);
+    dev = EmuDevice::create(std::move(bundle->program), *weights);
   } else {
-    dev = RefDevice::create(*compiled->module, **weights);
+    auto compiledOr = compileModel(ctx, model, frontendOptions());
+    if (!compiledOr.ok())
+      return fail(compiledOr.status());
+    auto *compiled = &compiledModel.emplace(std::move(*compiledOr));
+    c = compiled->source.config;
+    name = compiled->source.name;
+    if (absl::Status s =
+            checkPrompt(*prompt, maxNewTokens, c.vocabSize, c.maxPositions);
+        !s.ok())
+      return fail(s);
+    std::string folder =
+        weightsFolder.empty() ? compiled->source.folder : weightsFolder;
+    if (absl::Status s = openWeights(folder, compiled->weights); !s.ok())
+      return fail(s);
+    if (device == "emu") {
+      auto program = buildProgram(*compiled->module, CodegenOptions());
+      if (!program)
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+            compiled->source.name, ": ", toString(program.takeError()))));
+      dev = EmuDevice::create(std::move(*program), *weights);
+    } else {
+      dev = RefDevice::create(*compiled->module, *weights);
+    }
   }
   if (!dev.ok())
     return fail(dev.status());
@@ -113,9 +170,8 @@ int runRun() {
       return fail(s);
 
   auto &os = llvm::outs();
-  os << llvm::formatv("kiln: {0} on {1}: {2} prompt tokens, {3} new\n",
-                      compiled->source.name, (*dev)->name(), prompt->size(),
-                      gen->tokens.size());
+  os << llvm::formatv("kiln: {0} on {1}: {2} prompt tokens, {3} new\n", name,
+                      (*dev)->name(), prompt->size(), gen->tokens.size());
   os << llvm::formatv("  prefill   {0:F2} ms\n", gen->prefillSeconds * 1e3);
   if (!gen->tokens.empty())
     os << llvm::formatv("  decode    {0:F3} ms/token\n",

@@ -1,8 +1,10 @@
 //===- kiln.cpp - the kiln command ----------------------------------------===//
 //
-//   kiln compile [MODEL] [-o FILE] [--emit=summary|mlir]
+//   kiln compile [MODEL] [-o model.kiln | -o model.mlir] [--emit=summary|mlir]
 //   kiln run [MODEL] --prompt-ids 1,2,3 [--max-new-tokens N] [--device ref]
 //            [--dump-logits OUT.safetensors]
+//   kiln run model.kiln --weights FOLDER --prompt-ids ... [--device emu]
+//   kiln inspect model.kiln
 //
 // MODEL is a Hugging Face folder or a preset name (models/); tiny-gqa when
 // left out. Exit codes: 0 done, 1 bad input, 2 bad usage.
@@ -40,7 +42,9 @@ int main(int argc, char **argv) {
     return kiln::runCompile();
   if (kiln::runCommand())
     return kiln::runRun();
-  llvm::errs() << "kiln: error: name a subcommand: compile or run "
+  if (kiln::inspectCommand())
+    return kiln::runInspect();
+  llvm::errs() << "kiln: error: name a subcommand: compile, run or inspect "
                   "(kiln --help lists them)\n";
   return 2;
 }

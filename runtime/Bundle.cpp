@@ -1,0 +1,238 @@
+//===- Bundle.cpp - a safetensors-layout file with the Program as JSON ----===//
+#include "runtime/Bundle.h"
+#include "runtime/SafeTensors.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+namespace kiln {
+namespace {
+using Json = nlohmann::json;
+
+const char *kFormat = "kiln-bundle";
+
+const std::map<Region, std::string> &regionNames() {
+  static const std::map<Region, std::string> names = {
+      {Region::Arena, "arena"},         {Region::Weight, "weight"},
+      {Region::Pool, "pool"},           {Region::Tokens, "tokens"},
+      {Region::Positions, "positions"}, {Region::BlockTable, "block_table"},
+      {Region::Workspace, "workspace"}, {Region::Counters, "counters"}};
+  return names;
+}
+
+Json configJson(const LlamaConfig &c) {
+  return {{"hidden_size", c.hiddenSize},
+          {"intermediate_size", c.intermediateSize},
+          {"num_hidden_layers", c.numLayers},
+          {"num_attention_heads", c.numHeads},
+          {"num_key_value_heads", c.numKVHeads},
+          {"vocab_size", c.vocabSize},
+          {"max_position_embeddings", c.maxPositions},
+          {"rms_norm_eps", c.rmsNormEps},
+          {"rope_theta", c.ropeTheta},
+          {"tie_word_embeddings", c.tieWordEmbeddings}};
+}
+
+Json programJson(const Bundle &b) {
+  const Program &p = b.program;
+  Json kernels = Json::array(), weights = Json::array(),
+       launches = Json::array();
+  for (const KernelCode &k : p.kernels)
+    kernels.push_back({{"name", k.name}, {"entry", k.entry}});
+  for (const WeightBuffer &w : p.weights) {
+    Json sources = Json::array();
+    for (const WeightSource &s : w.sources)
+      sources.push_back({{"name", s.name}, {"shape", s.shape}});
+    weights.push_back({{"name", w.name},
+                       {"sources", sources},
+                       {"cols", w.cols},
+                       {"scaled_by", w.scaledBy}});
+  }
+  for (const Launch &l : p.decode) {
+    Json args = Json::array();
+    for (const Argument &a : l.args) {
+      Json arg = {{"region", regionNames().at(a.region)}};
+      if (a.region == Region::Arena || a.region == Region::Pool)
+        arg["offset"] = a.offset;
+      if (a.region == Region::Weight)
+        arg["name"] = a.weight;
+      args.push_back(arg);
+    }
+    launches.push_back({{"kernel", l.kernel},
+                        {"name", l.name},
+                        {"grid", l.grid},
+                        {"block", l.blockThreads},
+                        {"args", args}});
+  }
+  return {
+      {"model", b.model},
+      {"config", configJson(b.config)},
+      {"vocab", p.vocab},
+      {"max_positions", p.maxPositions},
+      {"arena_bytes", p.arenaBytes},
+      {"pool",
+       {{"bytes", p.poolBytes},
+        {"blocks", p.poolBlocks},
+        {"block_size", p.blockSize}}},
+      {"workspace_floats", p.workspaceFloats},
+      {"counters", p.counters},
+      {"kernels", kernels},
+      {"weights", weights},
+      {"decode", {{"logits_offset", p.decodeLogits}, {"launches", launches}}}};
+}
+
+/// Reads the Program back, checking every reference inside it.
+absl::Status readProgram(const Json &j, Bundle &b) {
+  Program &p = b.program;
+  b.model = j.at("model").get<std::string>();
+  std::string text = j.at("config").dump();
+  auto config = parseLlamaConfig(text, "config");
+  if (!config.ok())
+    return config.status();
+  b.config = *config;
+  p.vocab = j.at("vocab").get<int64_t>();
+  p.maxPositions = j.at("max_positions").get<int64_t>();
+  p.arenaBytes = j.at("arena_bytes").get<int64_t>();
+  p.poolBytes = j.at("pool").at("bytes").get<int64_t>();
+  p.poolBlocks = j.at("pool").at("blocks").get<int64_t>();
+  p.blockSize = j.at("pool").at("block_size").get<int64_t>();
+  p.workspaceFloats = j.at("workspace_floats").get<int64_t>();
+  p.counters = j.at("counters").get<int64_t>();
+  for (const Json &k : j.at("kernels"))
+    p.kernels.push_back({k.at("name").get<std::string>(),
+                         k.at("entry").get<std::string>(), ""});
+  std::map<std::string, bool> weightNames;
+  for (const Json &w : j.at("weights")) {
+    WeightBuffer buffer{w.at("name").get<std::string>(),
+                        {},
+                        w.at("cols").get<int64_t>(),
+                        w.at("scaled_by").get<std::string>()};
+    for (const Json &s : w.at("sources"))
+      buffer.sources.push_back({s.at("name").get<std::string>(),
+                                s.at("shape").get<std::vector<int64_t>>()});
+    weightNames[buffer.name] = true;
+    p.weights.push_back(std::move(buffer));
+  }
+  p.decodeLogits = j.at("decode").at("logits_offset").get<int64_t>();
+  for (const Json &l : j.at("decode").at("launches")) {
+    Launch launch{l.at("kernel").get<int>(),
+                  l.at("name").get<std::string>(),
+                  l.at("grid").get<std::array<int64_t, 3>>(),
+                  l.at("block").get<int64_t>(),
+                  {}};
+    if (launch.kernel < 0 || launch.kernel >= int(p.kernels.size()))
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " names kernel ", launch.kernel,
+                       " of ", p.kernels.size()));
+    for (const Json &a : l.at("args")) {
+      std::string region = a.at("region").get<std::string>();
+      auto it = std::find_if(regionNames().begin(), regionNames().end(),
+                             [&](auto &e) { return e.second == region; });
+      if (it == regionNames().end())
+        return absl::InvalidArgumentError(
+            absl::StrCat("launch ", launch.name, " has an argument in region '",
+                         region, "'"));
+      Argument arg(it->first, a.value("offset", int64_t(0)),
+                   a.value("name", std::string()));
+      if (arg.region == Region::Weight && !weightNames.count(arg.weight))
+        return absl::InvalidArgumentError(
+            absl::StrCat("launch ", launch.name, " reads weight '", arg.weight,
+                         "', which the manifest lacks"));
+      if ((arg.region == Region::Arena && arg.offset >= p.arenaBytes) ||
+          (arg.region == Region::Pool && arg.offset >= p.poolBytes) ||
+          arg.offset < 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "launch ", launch.name, " has an argument outside its region"));
+      launch.args.push_back(std::move(arg));
+    }
+    p.decode.push_back(std::move(launch));
+  }
+  return absl::OkStatus();
+}
+
+std::string blob(const TensorView &t) {
+  return std::string(reinterpret_cast<const char *>(t.data), t.numBytes);
+}
+} // namespace
+
+bool looksLikeBundle(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[64] = {};
+  in.read(head, sizeof head);
+  return in.gcount() > 8 &&
+         std::string(head + 8, size_t(in.gcount() - 8)).find("__metadata__") !=
+             std::string::npos;
+}
+
+absl::Status writeBundle(const std::string &path, const Bundle &b) {
+  std::vector<OutTensor> blobs;
+  auto add = [&](const std::string &name, const std::string &bytes) {
+    blobs.push_back({name, DType::U8, {int64_t(bytes.size())}, bytes.data()});
+  };
+  for (const KernelCode &k : b.program.kernels)
+    add("source/" + k.name, k.source);
+  for (const auto &[kernel, targets] : b.cubin)
+    for (const auto &[target, bytes] : targets)
+      add("cubin/" + target + "/" + kernel, bytes);
+  for (const auto &[kernel, targets] : b.ptx)
+    for (const auto &[target, bytes] : targets)
+      add("ptx/" + target + "/" + kernel, bytes);
+  return writeSafeTensors(path, blobs,
+                          {{"format", kFormat},
+                           {"version", std::to_string(kBundleVersion)},
+                           {"program", programJson(b).dump(1)}});
+}
+
+absl::StatusOr<Bundle> readBundle(const std::string &path) {
+  auto file = SafeTensorsFile::open(path);
+  if (!file.ok())
+    return file.status();
+  const auto &meta = (*file)->metadata();
+  auto field = [&](const char *key) {
+    auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  auto fault = [&](const std::string &what) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+  };
+  if (field("format") != kFormat)
+    return fault("not a kiln bundle (no format 'kiln-bundle' in its header)");
+  if (field("version") != std::to_string(kBundleVersion))
+    return fault(absl::StrCat("bundle format version '", field("version"),
+                              "'; this kiln reads version ", kBundleVersion,
+                              ": compile the model again"));
+  Bundle b;
+  try {
+    if (absl::Status s = readProgram(Json::parse(field("program")), b); !s.ok())
+      return fault(std::string(s.message()));
+  } catch (const std::exception &e) {
+    return fault(absl::StrCat("malformed program: ", e.what()));
+  }
+  for (KernelCode &k : b.program.kernels) {
+    const TensorView *source = (*file)->find("source/" + k.name);
+    if (!source || source->dtype != DType::U8)
+      return fault("no source for kernel " + k.name);
+    k.source = blob(*source);
+  }
+  for (const auto &[name, view] : (*file)->tensors()) {
+    std::string n = name;
+    for (const char *kind : {"cubin/", "ptx/"}) {
+      if (n.rfind(kind, 0) != 0)
+        continue;
+      std::string rest = n.substr(strlen(kind));
+      size_t slash = rest.find('/');
+      if (slash == std::string::npos)
+        return fault("malformed blob name '" + n + "'");
+      auto &map = std::string(kind) == "cubin/" ? b.cubin : b.ptx;
+      map[rest.substr(slash + 1)][rest.substr(0, slash)] = blob(view);
+    }
+  }
+  return b;
+}
+
+} // namespace kiln

@@ -1,0 +1,102 @@
+//===- Inspect.cpp - kiln inspect: a bundle, readably ---------------------===//
+#include "runtime/Bundle.h"
+#include "runtime/SafeTensors.h"
+#include "tools/kiln/Commands.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+
+namespace kiln {
+namespace {
+cl::opt<std::string> bundlePath(cl::Positional, cl::desc("BUNDLE"),
+                                cl::Required, cl::sub(inspectCommand()));
+
+const char *regionName(Region r) {
+  switch (r) {
+  case Region::Arena:
+    return "arena";
+  case Region::Weight:
+    return "weight";
+  case Region::Pool:
+    return "pool";
+  case Region::Tokens:
+    return "tokens";
+  case Region::Positions:
+    return "positions";
+  case Region::BlockTable:
+    return "block_table";
+  case Region::Workspace:
+    return "workspace";
+  case Region::Counters:
+    return "counters";
+  }
+  return "?";
+}
+} // namespace
+
+int runInspect() {
+  auto bundle = readBundle(bundlePath);
+  if (!bundle.ok())
+    return fail(bundle.status());
+  const Program &p = bundle->program;
+  const LlamaConfig &c = bundle->config;
+  auto &os = llvm::outs();
+  os << "kiln bundle " << bundlePath << ": format version " << kBundleVersion
+     << ", compiled from " << bundle->model << "\n";
+  os << llvm::formatv("  model     llama, {0} layers, hidden {1}, {2} heads "
+                      "({3} kv), ffn {4}, vocab {5}, context {6}\n",
+                      c.numLayers, c.hiddenSize, c.numHeads, c.numKVHeads,
+                      c.intermediateSize, c.vocabSize, c.maxPositions);
+  os << llvm::formatv("  memory    arena {0} bytes, KV pool {1} bytes ({2} "
+                      "blocks of {3} tokens), workspace {4} floats, {5} "
+                      "counters\n",
+                      p.arenaBytes, p.poolBytes, p.poolBlocks, p.blockSize,
+                      p.workspaceFloats, p.counters);
+  os << "  kernels   " << p.kernels.size() << "\n";
+  for (const KernelCode &k : p.kernels) {
+    os << llvm::formatv("    {0,-34} {1} bytes of CUDA C++", k.name,
+                        k.source.size());
+    auto cubins = bundle->cubin.find(k.name);
+    if (cubins != bundle->cubin.end())
+      for (const auto &[target, bytes] : cubins->second)
+        os << llvm::formatv(", {0}: cubin {1} bytes, ptx {2} bytes", target,
+                            bytes.size(), bundle->ptx[k.name][target].size());
+    os << "\n";
+  }
+  os << "  weights   " << p.weights.size()
+     << " buffers, packed from the checkpoint as listed\n";
+  for (const WeightBuffer &w : p.weights) {
+    int64_t rows = 0;
+    std::string sources;
+    for (const WeightSource &s : w.sources) {
+      rows += s.shape.size() == 2 ? s.shape[0] : 1;
+      sources +=
+          (sources.empty() ? "" : " + ") + s.name + " " + shapeString(s.shape);
+    }
+    os << "    " << w.name << " " << shapeString({rows, w.cols})
+       << " f16 = " << sources;
+    if (!w.scaledBy.empty())
+      os << ", columns scaled by " << w.scaledBy;
+    os << "\n";
+  }
+  os << "  decode    " << p.decode.size()
+     << " launches, logits (f32) at arena offset " << p.decodeLogits << "\n";
+  for (const Launch &l : p.decode) {
+    os << llvm::formatv("    {0,-34} {1} grid ({2}, {3}, {4}) x {5}:", l.name,
+                        p.kernels[l.kernel].name, l.grid[0], l.grid[1],
+                        l.grid[2], l.blockThreads);
+    for (const Argument &a : l.args) {
+      os << " " << regionName(a.region);
+      if (a.region == Region::Arena || a.region == Region::Pool)
+        os << "+" << a.offset;
+      if (a.region == Region::Weight)
+        os << "(" << a.weight << ")";
+    }
+    os << "\n";
+  }
+  return 0;
+}
+
+} // namespace kiln
