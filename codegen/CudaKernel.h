@@ -42,9 +42,10 @@ struct KernelParam {
 /// One kernel: its CUDA C++ (a whole NVRTC translation unit), the entry
 /// point, its parameters and how to launch it.
 struct CudaKernel {
-  std::string kernel; // kiln.kernel: shared by identical layers
-  std::string entry;  // the extern "C" __global__ function's name
-  std::string source; // the translation unit
+  std::string kernel;     // kiln.kernel: shared by identical layers
+  std::string provenance; // kiln.name of the first op that runs it
+  std::string entry;      // the extern "C" __global__ function's name
+  std::string source;     // the translation unit
   std::vector<KernelParam> params;
   std::array<int64_t, 3> grid = {1, 1, 1};
   int64_t blockThreads = 0;

@@ -52,6 +52,7 @@ emitCudaKernels(Operation *fn, const CodegenOptions &opts) {
           op->getName().getStringRef() + "'): " + toString(k.takeError()));
       return;
     }
+    k->provenance = name ? name.str() : "";
     kernels.push_back(std::move(*k));
   });
   if (error)

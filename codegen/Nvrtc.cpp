@@ -69,9 +69,9 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelCode &kernel,
     out.log.pop_back();
   if (result != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
-    return llvm::createStringError("kernel " + kernel.name + " for " + target +
-                                   ": NVRTC: " + nvrtcGetErrorString(result) +
-                                   "\n" + out.log);
+    return llvm::createStringError(
+        "kernel " + kernel.name + " (" + kernel.provenance + ") for " + target +
+        ": NVRTC: " + nvrtcGetErrorString(result) + "\n" + out.log);
   }
   nvrtcGetCUBINSize(prog, &size);
   out.cubin.resize(size);

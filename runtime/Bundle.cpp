@@ -43,7 +43,8 @@ Json programJson(const Bundle &b) {
   Json kernels = Json::array(), weights = Json::array(),
        launches = Json::array();
   for (const KernelCode &k : p.kernels)
-    kernels.push_back({{"name", k.name}, {"entry", k.entry}});
+    kernels.push_back(
+        {{"name", k.name}, {"entry", k.entry}, {"provenance", k.provenance}});
   for (const WeightBuffer &w : p.weights) {
     Json sources = Json::array();
     for (const WeightSource &s : w.sources)
@@ -105,7 +106,8 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   p.counters = j.at("counters").get<int64_t>();
   for (const Json &k : j.at("kernels"))
     p.kernels.push_back({k.at("name").get<std::string>(),
-                         k.at("entry").get<std::string>(), ""});
+                         k.at("entry").get<std::string>(), "",
+                         k.value("provenance", std::string())});
   std::map<std::string, bool> weightNames;
   for (const Json &w : j.at("weights")) {
     WeightBuffer buffer{w.at("name").get<std::string>(),

@@ -40,9 +40,10 @@ struct Argument {
 };
 
 struct KernelCode {
-  std::string name;   // kiln.kernel
-  std::string entry;  // the extern "C" function
-  std::string source; // CUDA C++
+  std::string name;       // kiln.kernel
+  std::string entry;      // the extern "C" function
+  std::string source;     // CUDA C++
+  std::string provenance; // kiln.name of its first op: where it comes from
 };
 
 struct Launch {

@@ -283,7 +283,7 @@ int runCompile() {
                     2);
     std::vector<KernelCode> code;
     for (const CudaKernel &k : *kernels)
-      code.push_back({k.kernel, k.entry, k.source});
+      code.push_back({k.kernel, k.entry, k.source, k.provenance});
     auto compiledKernels = compileKernels(code, archs);
     if (!compiledKernels) // the kernel, its provenance and NVRTC's log
       return fail(absl::InternalError(toString(compiledKernels.takeError())));
