@@ -19,9 +19,14 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.use_default_substitutions()  # FileCheck, %python
 llvm_config.add_tool_substitutions(["kiln", "kiln-opt", "kiln-translate"], [config.kiln_tools_dir])
 
-# The emu device's compiled kernels: one cache for the whole test run, in
-# the build tree, not the user's home.
+# The emu device's compiled kernels and NVRTC's kernel cache: one of each
+# for the whole test run, in the build tree, not the user's home.
 config.environment["KILN_EMU_CACHE"] = os.path.join(config.test_exec_root, "emu-cache")
+config.environment["KILN_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")
+
+# The kiln binary by path, for helpers that start it themselves.
+config.substitutions.append(
+    ("%kiln-path", os.path.join(config.kiln_tools_dir, "kiln")))
 
 fixtures = os.path.join(config.test_source_root, "fixtures")
 config.substitutions.append(("%fixtures", fixtures))

@@ -18,10 +18,12 @@ namespace kiln {
 llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &runCommand();
 llvm::cl::SubCommand &inspectCommand();
+llvm::cl::SubCommand &cacheCommand();
 
 /// Options that compile and run share (defined in Options.cpp).
 extern llvm::cl::opt<std::string> dtypeFlag;
 extern llvm::cl::opt<bool> fusionFlag;
+extern llvm::cl::opt<std::string> cacheDirFlag;
 
 /// The frontend options the shared flags (--dtype, --fusion, --rope-layout)
 /// ask for.
@@ -31,6 +33,7 @@ FrontendOptions frontendOptions();
 int runCompile();
 int runRun();
 int runInspect();
+int runCache();
 
 /// Resolves a model and builds its verified kiln module; when the folder has
 /// weights, checks their names and shapes (headers only) against the module.

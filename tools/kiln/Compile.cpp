@@ -1,4 +1,5 @@
 //===- Compile.cpp - kiln compile -----------------------------------------===//
+#include "codegen/KernelCache.h"
 #include "codegen/Nvrtc.h"
 #include "codegen/Program.h"
 #include "inspect/KernelGraph.h"
@@ -110,7 +111,8 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
 namespace {
 /// kiln compile -o model.kiln: the decode Program, its kernels compiled by
 /// NVRTC for every --target (sm_90 when none is given), written as a bundle.
-absl::Status writeBundleFor(CompiledModel &m, const std::string &path) {
+absl::Status writeBundleFor(CompiledModel &m, const std::string &path,
+                            std::string &report) {
   auto program = buildProgram(*m.module, CodegenOptions());
   if (!program)
     return absl::InvalidArgumentError(
@@ -118,9 +120,17 @@ absl::Status writeBundleFor(CompiledModel &m, const std::string &path) {
   std::vector<std::string> archs(targets.begin(), targets.end());
   if (archs.empty())
     archs = {"sm_90"};
-  auto compiled = compileKernels(program->kernels, archs);
+  KernelCache cache(cacheDirFlag.empty() ? KernelCache::defaultDir()
+                                         : std::string(cacheDirFlag));
+  int hits = 0;
+  auto compiled = compileKernelsCached(program->kernels, archs, cache, hits);
   if (!compiled)
     return absl::InternalError(toString(compiled.takeError()));
+  report = llvm::formatv("  bundle    {0}: {1} kernels x {2} targets, {3} "
+                         "compiled, {4} from the kernel cache\n",
+                         path, program->kernels.size(), archs.size(),
+                         compiled->size() - hits, hits)
+               .str();
   Bundle bundle{m.source.name, m.source.config, std::move(*program), {}, {}};
   for (CompiledKernel &k : *compiled) {
     bundle.cubin[k.kernel][k.target] = std::move(k.cubin);
@@ -249,8 +259,11 @@ int runCompile() {
       return fail(s);
   }
 
+  // Files first: a reader that closes stdout early must not cost the output.
+  std::string bundleReport;
   if (StringRef(output).ends_with(".kiln")) {
-    if (absl::Status s = writeBundleFor(*compiled, output); !s.ok())
+    if (absl::Status s = writeBundleFor(*compiled, output, bundleReport);
+        !s.ok())
       return fail(s);
   } else if (!output.empty()) {
     // The IR keeps its locations (as #loc aliases at the end), so that
@@ -261,6 +274,7 @@ int runCompile() {
     if (absl::Status s = writeFileAtomically(output, text); !s.ok())
       return fail(s);
   }
+
   if (emit == Emit::Mlir) {
     OpPrintingFlags flags;
     if (printLocations)
@@ -270,6 +284,7 @@ int runCompile() {
   } else {
     printSummary(*compiled, opts);
   }
+  llvm::outs() << bundleReport;
   if (!targets.empty()) {
     auto decode = compiled->module->lookupSymbol<func::FuncOp>("decode");
     auto kernels = emitCudaKernels(decode, CodegenOptions());
@@ -284,11 +299,16 @@ int runCompile() {
     std::vector<KernelCode> code;
     for (const CudaKernel &k : *kernels)
       code.push_back({k.kernel, k.entry, k.source, k.provenance});
-    auto compiledKernels = compileKernels(code, archs);
+    KernelCache cache(cacheDirFlag.empty() ? KernelCache::defaultDir()
+                                           : std::string(cacheDirFlag));
+    int hits = 0;
+    auto compiledKernels = compileKernelsCached(code, archs, cache, hits);
     if (!compiledKernels) // the kernel, its provenance and NVRTC's log
       return fail(absl::InternalError(toString(compiledKernels.takeError())));
     llvm::outs() << "  kernels   " << kernels->size() << " for @decode, NVRTC "
-                 << nvrtcVersionString() << "\n";
+                 << nvrtcVersionString() << ": "
+                 << compiledKernels->size() - hits << " compiled, " << hits
+                 << " from the kernel cache\n";
     for (const CompiledKernel &k : *compiledKernels)
       llvm::outs() << llvm::formatv(
           "    {0,-6} {1,-40} {2,3} registers, {3} bytes spill stores, {4} "

@@ -20,6 +20,19 @@ cl::SubCommand &inspectCommand() {
   return command;
 }
 
+cl::SubCommand &cacheCommand() {
+  static cl::SubCommand command(
+      "cache", "The kernel cache: list, explain DIGEST DIGEST, clear");
+  return command;
+}
+
+cl::opt<std::string> cacheDirFlag(
+    "cache-dir",
+    cl::desc("The kernel cache folder (default: $KILN_CACHE_DIR, else "
+             "$XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels)"),
+    cl::value_desc("folder"), cl::sub(compileCommand()),
+    cl::sub(cacheCommand()));
+
 cl::opt<std::string> dtypeFlag("dtype",
                                cl::desc("Storage type: f16, bf16 or f32"),
                                cl::init("f16"), cl::sub(compileCommand()),

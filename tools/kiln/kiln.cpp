@@ -5,6 +5,7 @@
 //            [--dump-logits OUT.safetensors]
 //   kiln run model.kiln --weights FOLDER --prompt-ids ... [--device emu]
 //   kiln inspect model.kiln
+//   kiln cache list | explain DIGEST DIGEST | clear
 //
 // MODEL is a Hugging Face folder or a preset name (models/); tiny-gqa when
 // left out. Exit codes: 0 done, 1 bad input, 2 bad usage.
@@ -44,7 +45,10 @@ int main(int argc, char **argv) {
     return kiln::runRun();
   if (kiln::inspectCommand())
     return kiln::runInspect();
-  llvm::errs() << "kiln: error: name a subcommand: compile, run or inspect "
-                  "(kiln --help lists them)\n";
+  if (kiln::cacheCommand())
+    return kiln::runCache();
+  llvm::errs()
+      << "kiln: error: name a subcommand: compile, run, inspect or cache "
+         "(kiln --help lists them)\n";
   return 2;
 }
