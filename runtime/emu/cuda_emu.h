@@ -15,8 +15,11 @@
 #include <cuda_fp16.h>
 
 #include <boost/context/fiber.hpp>
+#include <boost/context/pooled_fixedsize_stack.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -83,7 +86,7 @@ template <typename Body> void runBlock(Block &b, Body &body) {
     t.idx = {unsigned(i % b.dim.x), unsigned(i / b.dim.x % b.dim.y),
              unsigned(i / (b.dim.x * b.dim.y))};
     t.fiber = boost::context::fiber(std::allocator_arg,
-                                    boost::context::fixedsize_stack(256 * 1024),
+                                    boost::context::fixedsize_stack(64 * 1024),
                                     [&t, &body](boost::context::fiber &&sink) {
                                       t.sink = std::move(sink);
                                       body();
@@ -140,19 +143,34 @@ template <typename Body> void runBlock(Block &b, Body &body) {
   }
 }
 
-/// Runs every block of the grid, one after the other.
+/// Runs every block of the grid: OS threads take blocks one at a time, as
+/// SMs would, so blocks really run concurrently (and cross-block protocols
+/// such as split-KV's atomic ticket are exercised). KILN_EMU_THREADS caps
+/// the threads.
 template <typename Body> void launch(dim3 grid, dim3 dim, Body body) {
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        Block b;
-        b.idx = {x, y, z};
-        b.dim = dim;
-        b.grid = grid;
-        block = &b;
-        runBlock(b, body);
-        block = nullptr;
-      }
+  const unsigned total = grid.x * grid.y * grid.z;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  if (const char *cap = std::getenv("KILN_EMU_THREADS"); cap && *cap)
+    threads = std::max(1, std::atoi(cap));
+  threads = std::min(threads, total);
+  std::atomic<unsigned> next{0};
+  auto worker = [&] {
+    for (unsigned i; (i = next.fetch_add(1)) < total;) {
+      Block b;
+      b.idx = {i % grid.x, i / grid.x % grid.y, i / (grid.x * grid.y)};
+      b.dim = dim;
+      b.grid = grid;
+      block = &b;
+      runBlock(b, body);
+      block = nullptr;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back(worker);
+  worker();
+  for (std::thread &t : pool)
+    t.join();
 }
 
 /// Calls a kernel with its parameters from an array of pointers.
