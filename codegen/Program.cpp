@@ -86,7 +86,8 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   llvm::StringMap<int> index;
   for (const CudaKernel &k : *kernels) {
     index[k.kernel] = int(p.kernels.size());
-    p.kernels.push_back({k.kernel, k.entry, k.source, k.provenance});
+    p.kernels.push_back(
+        {k.kernel, k.entry, k.source, k.provenance, int(k.params.size())});
     p.workspaceFloats = std::max(p.workspaceFloats, k.workspaceFloats);
     p.counters = std::max(p.counters, k.counters);
   }

@@ -43,8 +43,10 @@ Json programJson(const Bundle &b) {
   Json kernels = Json::array(), weights = Json::array(),
        launches = Json::array();
   for (const KernelCode &k : p.kernels)
-    kernels.push_back(
-        {{"name", k.name}, {"entry", k.entry}, {"provenance", k.provenance}});
+    kernels.push_back({{"name", k.name},
+                       {"entry", k.entry},
+                       {"provenance", k.provenance},
+                       {"params", k.params}});
   for (const WeightBuffer &w : p.weights) {
     Json sources = Json::array();
     for (const WeightSource &s : w.sources)
@@ -105,9 +107,9 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   p.workspaceFloats = j.at("workspace_floats").get<int64_t>();
   p.counters = j.at("counters").get<int64_t>();
   for (const Json &k : j.at("kernels"))
-    p.kernels.push_back({k.at("name").get<std::string>(),
-                         k.at("entry").get<std::string>(), "",
-                         k.value("provenance", std::string())});
+    p.kernels.push_back(
+        {k.at("name").get<std::string>(), k.at("entry").get<std::string>(), "",
+         k.value("provenance", std::string()), k.at("params").get<int>()});
   std::map<std::string, bool> weightNames;
   for (const Json &w : j.at("weights")) {
     WeightBuffer buffer{w.at("name").get<std::string>(),
@@ -152,6 +154,12 @@ absl::Status readProgram(const Json &j, Bundle &b) {
             "launch ", launch.name, " has an argument outside its region"));
       launch.args.push_back(std::move(arg));
     }
+    // A launch with another argument count would hand the kernel garbage.
+    if (int(launch.args.size()) != p.kernels[launch.kernel].params)
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " passes ", launch.args.size(),
+                       " arguments, kernel ", p.kernels[launch.kernel].name,
+                       " takes ", p.kernels[launch.kernel].params));
     p.decode.push_back(std::move(launch));
   }
   return absl::OkStatus();

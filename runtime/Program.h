@@ -44,6 +44,7 @@ struct KernelCode {
   std::string entry;      // the extern "C" function
   std::string source;     // CUDA C++
   std::string provenance; // kiln.name of its first op: where it comes from
+  int params = 0;         // how many arguments every launch passes
 };
 
 struct Launch {

@@ -298,7 +298,8 @@ int runCompile() {
                     2);
     std::vector<KernelCode> code;
     for (const CudaKernel &k : *kernels)
-      code.push_back({k.kernel, k.entry, k.source, k.provenance});
+      code.push_back(
+          {k.kernel, k.entry, k.source, k.provenance, int(k.params.size())});
     KernelCache cache(cacheDirFlag.empty() ? KernelCache::defaultDir()
                                            : std::string(cacheDirFlag));
     int hits = 0;
