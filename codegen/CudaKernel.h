@@ -57,6 +57,15 @@ struct CudaKernel {
 /// reductions, vector loads.
 std::string cudaPrelude();
 
+/// A kernel for `op`, named by its kiln.kernel attribute.
+CudaKernel kernelFor(mlir::Operation *op);
+
+/// Tokens per block of the module's #kiln.kv_pool (16 when unplanned).
+int64_t poolBlockSize(mlir::Operation *op);
+
+/// The templates read and write f16 storage only.
+llvm::Error requireF16(mlir::Type element);
+
 /// The widest load (8, 4, 2 or 1 halves) that divides a row of k halves.
 int vectorWidth(int64_t k);
 

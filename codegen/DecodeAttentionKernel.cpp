@@ -29,9 +29,8 @@ llvm::Expected<CudaKernel> emitDecodeAttention(Operation *op,
   if (q.getDimSize(0) != 1)
     return llvm::createStringError(
         "the decode attention template takes one new token");
-  if (!q.getElementType().isF16())
-    return llvm::createStringError(
-        "CUDA templates take f16 storage (compile with --dtype f16)");
+  if (llvm::Error e = requireF16(q.getElementType()))
+    return std::move(e);
   int64_t heads = att.getHeads(), kvHeads = att.getKvHeads();
   int64_t dh = q.getDimSize(1) / heads;
   bool rope = att.getRopeTheta().has_value();
@@ -42,13 +41,9 @@ llvm::Expected<CudaKernel> emitDecodeAttention(Operation *op,
       opts.kvSplits > 0
           ? opts.kvSplits
           : std::clamp<int64_t>((2 * opts.smCount + heads - 1) / heads, 1, 16);
-  auto pool = op->getParentOfType<ModuleOp>()->getAttrOfType<KVPoolAttr>(
-      "kiln.kv_pool");
-  int64_t blockSize = pool ? pool.getBlockSize() : 16;
+  int64_t blockSize = poolBlockSize(op);
 
-  CudaKernel k;
-  k.kernel = op->getAttrOfType<StringAttr>("kiln.kernel").str();
-  k.entry = entryName(k.kernel);
+  CudaKernel k = kernelFor(op);
   k.params = {{ParamKind::Activation, "q"},
               {ParamKind::KCache, "k_cache"},
               {ParamKind::VCache, "v_cache"},

@@ -14,16 +14,13 @@ llvm::Expected<CudaKernel> emitEmbedding(Operation *op,
                                          const CodegenOptions &opts) {
   auto emb = cast<EmbeddingOp>(op);
   auto out = cast<RankedTensorType>(emb.getResult().getType());
-  if (!out.getElementType().isF16())
-    return llvm::createStringError(
-        "CUDA templates take f16 storage (compile with --dtype f16)");
+  if (llvm::Error e = requireF16(out.getElementType()))
+    return std::move(e);
   int64_t s = out.getDimSize(0), d = out.getDimSize(1);
   int vec = vectorWidth(d);
   constexpr int threads = 128;
 
-  CudaKernel k;
-  k.kernel = op->getAttrOfType<StringAttr>("kiln.kernel").str();
-  k.entry = entryName(k.kernel);
+  CudaKernel k = kernelFor(op);
   k.params = {{ParamKind::Tokens, "tokens"},
               {ParamKind::Weight, "table"},
               {ParamKind::Activation, "out"}};

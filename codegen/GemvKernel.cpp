@@ -29,17 +29,16 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
     swiglu = f.getSwiglu();
     residual = f.getResidual();
   }
-  if (!w.getElementType().isF16() ||
-      !cast<RankedTensorType>(input.getType()).getElementType().isF16())
-    return llvm::createStringError(
-        "CUDA templates take f16 storage (compile with --dtype f16)");
+  if (llvm::Error e = requireF16(w.getElementType()))
+    return std::move(e);
+  if (llvm::Error e =
+          requireF16(cast<RankedTensorType>(input.getType()).getElementType()))
+    return std::move(e);
   int64_t tasks = swiglu ? n / 2 : n;
   int vec = vectorWidth(kdim);
   int warps = opts.gemvWarps;
 
-  CudaKernel k;
-  k.kernel = op->getAttrOfType<StringAttr>("kiln.kernel").str();
-  k.entry = entryName(k.kernel);
+  CudaKernel k = kernelFor(op);
   k.params = {{ParamKind::Activation, "x"}, {ParamKind::Weight, "w"}};
   if (residual)
     k.params.push_back({ParamKind::Activation, "residual"});

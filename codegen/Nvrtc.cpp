@@ -1,13 +1,11 @@
 //===- Nvrtc.cpp ----------------------------------------------------------===//
 #include "codegen/Nvrtc.h"
 
-#include "llvm/Support/Parallel.h"
 #include "llvm/Support/Regex.h"
 
 #include <nvrtc.h>
 
 #include <cstdlib>
-#include <mutex>
 
 namespace kiln {
 namespace {
@@ -82,36 +80,6 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelCode &kernel,
   }
   nvrtcDestroyProgram(&prog);
   readPtxasReport(out);
-  return out;
-}
-
-llvm::Expected<std::vector<CompiledKernel>>
-compileKernels(const std::vector<KernelCode> &kernels,
-               const std::vector<std::string> &targets) {
-  std::vector<std::pair<size_t, size_t>> jobs; // (kernel, target)
-  for (size_t k = 0; k < kernels.size(); ++k)
-    for (size_t t = 0; t < targets.size(); ++t)
-      jobs.push_back({k, t});
-  std::vector<std::optional<CompiledKernel>> done(jobs.size());
-  std::mutex lock;
-  std::string errors;
-  llvm::parallelFor(0, jobs.size(), [&](size_t i) {
-    auto compiled =
-        compileKernel(kernels[jobs[i].first], targets[jobs[i].second]);
-    if (compiled) {
-      done[i] = std::move(*compiled);
-      return;
-    }
-    std::lock_guard<std::mutex> guard(lock);
-    errors += toString(compiled.takeError()) + "\n";
-  });
-  if (!errors.empty()) {
-    errors.pop_back();
-    return llvm::createStringError(errors);
-  }
-  std::vector<CompiledKernel> out;
-  for (auto &d : done)
-    out.push_back(std::move(*d));
   return out;
 }
 

@@ -30,11 +30,6 @@ std::vector<std::string> nvrtcOptions(const std::string &target);
 llvm::Expected<CompiledKernel> compileKernel(const KernelCode &kernel,
                                              const std::string &target);
 
-/// Compiles every kernel for every target, in parallel threads.
-llvm::Expected<std::vector<CompiledKernel>>
-compileKernels(const std::vector<KernelCode> &kernels,
-               const std::vector<std::string> &targets);
-
 } // namespace kiln
 
 #endif // KILN_CODEGEN_NVRTC_H

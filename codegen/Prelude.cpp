@@ -1,5 +1,8 @@
 //===- Prelude.cpp - what every generated translation unit starts with ----===//
 #include "codegen/CudaKernel.h"
+#include "ir/KilnDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
 
 #include <cctype>
 #include <cmath>
@@ -118,6 +121,27 @@ __device__ __forceinline__ long long kiln_slot(const int *block_table, int t,
   return (long long)block_table[t / block_size] * block_size + t % block_size;
 }
 )cuda";
+}
+
+CudaKernel kernelFor(mlir::Operation *op) {
+  CudaKernel k;
+  k.kernel = op->getAttrOfType<mlir::StringAttr>("kiln.kernel").str();
+  k.entry = entryName(k.kernel);
+  return k;
+}
+
+int64_t poolBlockSize(mlir::Operation *op) {
+  auto module = op->getParentOfType<mlir::ModuleOp>();
+  auto pool =
+      module ? module->getAttrOfType<KVPoolAttr>("kiln.kv_pool") : KVPoolAttr();
+  return pool ? pool.getBlockSize() : 16;
+}
+
+llvm::Error requireF16(mlir::Type element) {
+  if (element.isF16())
+    return llvm::Error::success();
+  return llvm::createStringError(
+      "CUDA templates take f16 storage (compile with --dtype f16)");
 }
 
 int vectorWidth(int64_t k) {

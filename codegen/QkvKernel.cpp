@@ -25,22 +25,17 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
   auto w = cast<RankedTensorType>(qkv.getWeight().getType());
   int64_t kdim = w.getDimSize(1), kvw = cache.getSlotWidth();
   int64_t qw = w.getDimSize(0) - 2 * kvw, dh = cache.getHeadDim();
-  if (!w.getElementType().isF16())
-    return llvm::createStringError(
-        "CUDA templates take f16 storage (compile with --dtype f16)");
+  if (llvm::Error e = requireF16(w.getElementType()))
+    return std::move(e);
   bool rope = qkv.getRopeTheta().has_value();
   bool interleaved = rope && *qkv.getRopeLayout() == RopeLayout::interleaved;
   // With RoPE one warp computes both rows of a rotated pair of K.
   int64_t kTasks = rope ? kvw / 2 : kvw;
   int64_t tasks = qw + kTasks + kvw;
   int warps = opts.gemvWarps;
-  auto pool = op->getParentOfType<ModuleOp>()->getAttrOfType<KVPoolAttr>(
-      "kiln.kv_pool");
-  int64_t blockSize = pool ? pool.getBlockSize() : 16;
+  int64_t blockSize = poolBlockSize(op);
 
-  CudaKernel k;
-  k.kernel = op->getAttrOfType<StringAttr>("kiln.kernel").str();
-  k.entry = entryName(k.kernel);
+  CudaKernel k = kernelFor(op);
   k.params = {{ParamKind::Activation, "x"},
               {ParamKind::Weight, "w"},
               {ParamKind::KCache, "k_cache"},
