@@ -84,11 +84,8 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
         "column\n";
   os << "extern \"C\" __global__ void __launch_bounds__(32 * WARPS) " << k.entry
      << "(" << signature << ") {\n";
-  os << R"cuda(  __shared__ float scratch[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float scale = 1.0f;
-  if constexpr (NORM)
-    scale = kiln_inv_rms<K, VEC>(x, EPS, scratch); // every thread takes part
+  os << R"cuda(  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float scale = kiln_prologue_scale<K, VEC, NORM>(x, EPS);
   const int task = blockIdx.x * WARPS + warp;
   if (task >= TASKS)
     return;

@@ -110,6 +110,18 @@ __device__ __forceinline__ float kiln_inv_rms(const __half *x, float eps,
   return rsqrtf(kiln_block_sum(ss, scratch) / K + eps);
 }
 
+// The RMSNorm prologue's 1 / rms(x), or 1 for a matmul without one. Every
+// thread of the block must call it (it synchronizes the block).
+template <int K, int VEC, bool NORM>
+__device__ __forceinline__ float kiln_prologue_scale(const __half *x,
+                                                     float eps) {
+  if constexpr (NORM) {
+    __shared__ float scratch[32];
+    return kiln_inv_rms<K, VEC>(x, eps, scratch);
+  }
+  return 1.0f;
+}
+
 __device__ __forceinline__ float kiln_silu(float x) {
   return x / (1.0f + expf(-x));
 }

@@ -80,11 +80,8 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
     __half *__restrict__ k_cache, __half *__restrict__ v_cache,
     const int *__restrict__ block_table, const int *__restrict__ positions,
     __half *__restrict__ q) {
-  __shared__ float scratch[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float scale = 1.0f;
-  if constexpr (NORM)
-    scale = kiln_inv_rms<K, VEC>(x, EPS, scratch); // every thread takes part
+  const float scale = kiln_prologue_scale<K, VEC, NORM>(x, EPS);
   const int task = blockIdx.x * WARPS + warp;
   if (task >= TASKS)
     return;

@@ -170,6 +170,10 @@ std::string blob(const TensorView &t) {
 }
 } // namespace
 
+const char *regionName(Region region) {
+  return regionNames().at(region).c_str();
+}
+
 bool looksLikeBundle(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   char head[64] = {};

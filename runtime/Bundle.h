@@ -30,6 +30,9 @@ struct Bundle {
   std::map<std::string, std::map<std::string, std::string>> cubin, ptx;
 };
 
+/// A region's name in the bundle and in kiln inspect ("arena", "pool", ...).
+const char *regionName(Region region);
+
 /// True when `path` is a file that starts like a bundle.
 bool looksLikeBundle(const std::string &path);
 

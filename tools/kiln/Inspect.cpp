@@ -13,27 +13,6 @@ namespace {
 cl::opt<std::string> bundlePath(cl::Positional, cl::desc("BUNDLE"),
                                 cl::Required, cl::sub(inspectCommand()));
 
-const char *regionName(Region r) {
-  switch (r) {
-  case Region::Arena:
-    return "arena";
-  case Region::Weight:
-    return "weight";
-  case Region::Pool:
-    return "pool";
-  case Region::Tokens:
-    return "tokens";
-  case Region::Positions:
-    return "positions";
-  case Region::BlockTable:
-    return "block_table";
-  case Region::Workspace:
-    return "workspace";
-  case Region::Counters:
-    return "counters";
-  }
-  return "?";
-}
 } // namespace
 
 int runInspect() {
