@@ -90,6 +90,9 @@ llvm::Expected<CudaKernel> emitQkvGemv(mlir::Operation *op,
 llvm::Expected<CudaKernel> emitDecodeAttention(mlir::Operation *op,
                                                const CodegenOptions &opts);
 
+/// Greedy sampling: the first index of the largest of `vocab` logits.
+CudaKernel emitArgmax(int64_t vocab);
+
 /// Every distinct kernel of `fn` (one per kiln.kernel), in order of first
 /// use. Fails, naming the op, for an op no template handles yet.
 llvm::Expected<std::vector<CudaKernel>>

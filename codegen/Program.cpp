@@ -155,6 +155,16 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
           " arguments, the op gives " + std::to_string(l.args.size()));
     p.decode.push_back(std::move(l));
   }
+  // Greedy sampling on the device, after the logits.
+  CudaKernel argmax = emitArgmax(p.vocab);
+  p.decode.push_back(
+      {int(p.kernels.size()),
+       "sampling.argmax",
+       argmax.grid,
+       argmax.blockThreads,
+       {Argument(Region::Arena, p.decodeLogits), Argument(Region::Sampled)}});
+  p.kernels.push_back({argmax.kernel, argmax.entry, argmax.source,
+                       argmax.provenance, int(argmax.params.size())});
   return p;
 }
 

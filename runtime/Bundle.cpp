@@ -21,7 +21,8 @@ const std::map<Region, std::string> &regionNames() {
       {Region::Arena, "arena"},         {Region::Weight, "weight"},
       {Region::Pool, "pool"},           {Region::Tokens, "tokens"},
       {Region::Positions, "positions"}, {Region::BlockTable, "block_table"},
-      {Region::Workspace, "workspace"}, {Region::Counters, "counters"}};
+      {Region::Workspace, "workspace"}, {Region::Counters, "counters"},
+      {Region::Sampled, "sampled"}};
   return names;
 }
 

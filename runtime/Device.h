@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ public:
   /// Runs one token at one position; returns logits [V].
   virtual absl::StatusOr<std::vector<float>> decode(int32_t token,
                                                     int32_t position) = 0;
+  /// The token the device sampled after the last step, when it samples
+  /// (greedy: the argmax of the last logits row).
+  virtual std::optional<int32_t> sampledToken() const { return std::nullopt; }
 };
 
 } // namespace kiln

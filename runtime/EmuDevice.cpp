@@ -78,6 +78,8 @@ void *EmuDevice::address(const Argument &a) {
     return workspace_.data();
   case Region::Counters:
     return counters_.data();
+  case Region::Sampled:
+    return sampled_.data();
   }
   return nullptr;
 }

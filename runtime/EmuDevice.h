@@ -29,6 +29,8 @@ public:
           std::span<const int32_t> positions) override;
   absl::StatusOr<std::vector<float>> decode(int32_t token,
                                             int32_t position) override;
+  /// The token the decode step's argmax kernel chose.
+  std::optional<int32_t> sampledToken() const override { return sampled_[0]; }
 
 private:
   void *address(const Argument &a);
@@ -37,7 +39,7 @@ private:
   std::vector<EmuLaunchFn> kernels_;
   std::map<std::string, std::vector<uint16_t>> weights_; // f16 bits
   std::vector<uint8_t> arena_, pool_;
-  std::vector<int32_t> tokens_{0}, positions_{0}, blockTable_;
+  std::vector<int32_t> tokens_{0}, positions_{0}, sampled_{0}, blockTable_;
   std::vector<float> workspace_;
   std::vector<uint32_t> counters_;
 };

@@ -59,15 +59,30 @@ absl::StatusOr<Generation> generateGreedy(Device &device,
   g.prefillSeconds = secondsSince(start);
   g.prefillLogits = std::move(*logits);
 
-  int32_t next = argmax(&g.prefillLogits[(prompt.size() - 1) * vocab], vocab);
+  // A device that samples must agree with the host's argmax of the logits
+  // it returned: a disagreement is a kernel bug, not a choice.
+  auto pick = [&](const float *row, int64_t step) -> absl::StatusOr<int32_t> {
+    int32_t host = argmax(row, vocab);
+    std::optional<int32_t> sampled = device.sampledToken();
+    if (sampled && *sampled != host)
+      return absl::InternalError(
+          absl::StrCat(device.name(), " device: step ", step, " sampled token ",
+                       *sampled, ", the argmax of its logits is ", host));
+    return host;
+  };
+  auto next = pick(&g.prefillLogits[(prompt.size() - 1) * vocab], 0);
+  if (!next.ok())
+    return next.status();
   start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < maxNewTokens; ++i) {
-    g.tokens.push_back(next);
-    auto row = device.decode(next, int32_t(prompt.size() + i));
+    g.tokens.push_back(*next);
+    auto row = device.decode(*next, int32_t(prompt.size() + i));
     if (!row.ok())
       return row.status();
     g.decodeLogits.insert(g.decodeLogits.end(), row->begin(), row->end());
-    next = argmax(row->data(), vocab);
+    next = pick(row->data(), i + 1);
+    if (!next.ok())
+      return next.status();
   }
   g.decodeSeconds = secondsSince(start);
   return g;

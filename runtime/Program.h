@@ -28,6 +28,7 @@ enum class Region {
   BlockTable, // int32 block table of the sequence
   Workspace,  // float scratch
   Counters,   // uint32 counters, zero between launches
+  Sampled,    // int32: the token the step's sampling kernel chose
 };
 
 struct Argument {
@@ -78,7 +79,7 @@ struct Program {
   int64_t arenaBytes = 0;
   int64_t poolBytes = 0, poolBlocks = 0, blockSize = 0;
   int64_t workspaceFloats = 0, counters = 0;
-  std::vector<Launch> decode; // one new token
+  std::vector<Launch> decode; // one new token, ending with its sampling
   int64_t decodeLogits = 0;   // arena offset of the [1, V] f32 logits
 };
 

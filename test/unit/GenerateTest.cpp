@@ -85,3 +85,20 @@ TEST(Generate, DumpHasTheFixtureLayout) {
             (std::vector<int64_t>{2, 5}));
   EXPECT_EQ((*file)->find("prompt_tokens")->shape, (std::vector<int64_t>{3}));
 }
+
+namespace {
+/// A device whose sampling kernel is wrong: it always reports token 0.
+class BadSamplingDevice : public CountingDevice {
+public:
+  using CountingDevice::CountingDevice;
+  std::optional<int32_t> sampledToken() const override { return 0; }
+};
+} // namespace
+
+TEST(Generate, ADeviceTokenThatIsNotTheArgmaxIsAnError) {
+  BadSamplingDevice dev(10);
+  auto g = generateGreedy(dev, {3}, 2, 10);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().message(), "counting device: step 0 sampled token 0, "
+                                  "the argmax of its logits is 4");
+}
