@@ -41,3 +41,22 @@ config.substitutions.append(
     ("%expect-exit",
      "%s %s" % (config.python_executable,
                 os.path.join(config.test_source_root, "expect_exit.py"))))
+
+# AddressSanitizer for the emu device's kernels: the kernels are built with
+# -fsanitize=address and the runtime is preloaded, so every buffer the
+# device allocates gets redzones and an out-of-bounds access in a generated
+# kernel aborts the run.
+import subprocess
+try:
+    asan = subprocess.run(["c++", "-print-file-name=libasan.so"],
+                          capture_output=True, text=True).stdout.strip()
+except OSError:
+    asan = ""
+if asan and os.path.isabs(asan) and os.path.exists(asan):
+    config.available_features.add("emu-asan")
+    config.substitutions.append(
+        ("%emu-asan",
+         "env KILN_EMU_CACHE=%s KILN_EMU_CXXFLAGS='-fsanitize=address "
+         "-fno-omit-frame-pointer' LD_PRELOAD=%s "
+         "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0"
+         % (os.path.join(config.test_exec_root, "emu-asan-cache"), asan)))
