@@ -18,57 +18,43 @@ using namespace kiln;
 
 namespace {
 
-/// The rope producing `v` when it can move into its one consumer.
-RopeOp movableRope(Value v, Value positions, int64_t heads) {
-  auto rope = v.getDefiningOp<RopeOp>();
-  if (!rope || !v.hasOneUse() || rope.getPositions() != positions ||
+/// Moves the kiln.rope that produces `operand` into `op` (an attention or
+/// a kv_write: both carry rope_theta and rope_layout) when the rope has no
+/// other user, rotates `heads` heads and uses the consumer's positions.
+template <typename ConsumerOp>
+LogicalResult absorbRope(ConsumerOp op, OpOperand &operand, int64_t heads,
+                         PatternRewriter &rewriter) {
+  auto rope = operand.get().getDefiningOp<RopeOp>();
+  if (op.getRopeTheta() || !rope || !operand.get().hasOneUse() ||
+      rope.getPositions() != op.getPositions() ||
       int64_t(rope.getHeads()) != heads)
-    return nullptr;
-  return rope;
+    return rewriter.notifyMatchFailure(op, "no movable rope on the operand");
+  rewriter.modifyOpInPlace(op, [&] {
+    operand.assign(rope.getInput());
+    op.setRopeThetaAttr(rope.getThetaAttr());
+    op.setRopeLayoutAttr(rope.getLayoutAttr());
+    op->setLoc(rewriter.getFusedLoc({rope.getLoc(), op.getLoc()}));
+  });
+  rewriter.eraseOp(rope);
+  return success();
 }
 
+/// Q is rotated as the attention kernel loads it.
 struct RopeIntoAttention : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
-
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    RopeOp rope =
-        op.getRopeTheta()
-            ? RopeOp()
-            : movableRope(op.getQuery(), op.getPositions(), op.getHeads());
-    if (!rope)
-      return rewriter.notifyMatchFailure(op, "no movable rope on the query");
-    rewriter.modifyOpInPlace(op, [&] {
-      op.getQueryMutable().assign(rope.getInput());
-      op.setRopeThetaAttr(rope.getThetaAttr());
-      op.setRopeLayoutAttr(rope.getLayoutAttr());
-      op->setLoc(rewriter.getFusedLoc({rope.getLoc(), op.getLoc()}));
-    });
-    rewriter.eraseOp(rope);
-    return success();
+    return absorbRope(op, op.getQueryMutable(), op.getHeads(), rewriter);
   }
 };
 
+/// K is rotated once, as it is written into the cache.
 struct RopeIntoKVWrite : OpRewritePattern<KVWriteOp> {
   using OpRewritePattern::OpRewritePattern;
-
   LogicalResult matchAndRewrite(KVWriteOp op,
                                 PatternRewriter &rewriter) const override {
     auto cache = cast<KVCacheType>(op.getCache().getType());
-    RopeOp rope =
-        op.getRopeTheta()
-            ? RopeOp()
-            : movableRope(op.getKeys(), op.getPositions(), cache.getKvHeads());
-    if (!rope)
-      return rewriter.notifyMatchFailure(op, "no movable rope on the keys");
-    rewriter.modifyOpInPlace(op, [&] {
-      op.getKeysMutable().assign(rope.getInput());
-      op.setRopeThetaAttr(rope.getThetaAttr());
-      op.setRopeLayoutAttr(rope.getLayoutAttr());
-      op->setLoc(rewriter.getFusedLoc({rope.getLoc(), op.getLoc()}));
-    });
-    rewriter.eraseOp(rope);
-    return success();
+    return absorbRope(op, op.getKeysMutable(), cache.getKvHeads(), rewriter);
   }
 };
 
