@@ -1,7 +1,8 @@
 //===- ArgmaxKernel.cpp - greedy sampling on the device -------------------===//
 //
-// The index of the largest logit, the first one on ties (as the host's
-// argmax), written where the next step reads its token: one block, each
+// The index of the largest logit of the step's last row (row count - 1),
+// the first one on ties (as the host's argmax), written where the next step
+// reads its token. Decode and every prefill bucket share it: one block, each
 // thread scanning a stride of the vocabulary, then a tree reduction in
 // shared memory. NaN logits never win.
 //
@@ -13,20 +14,25 @@ namespace kiln {
 CudaKernel emitArgmax(int64_t vocab) {
   constexpr int threads = 256;
   CudaKernel k;
-  k.kernel = "decode.argmax";
+  k.kernel = "sampling.argmax";
   k.provenance = "sampling";
   k.entry = entryName(k.kernel);
-  k.params = {{ParamKind::Activation, "logits"}, {ParamKind::Tokens, "token"}};
+  k.params = {{ParamKind::Activation, "logits"},
+              {ParamKind::Count, "count"},
+              {ParamKind::Tokens, "token"}};
   k.grid = {1, 1, 1};
   k.blockThreads = threads;
   k.source = cudaPrelude() + "\n// kernel " + k.kernel +
              ": greedy sampling over " + std::to_string(vocab) +
              " logits\nconstexpr int V = " + std::to_string(vocab) +
              ", THREADS = " + std::to_string(threads) + ";\n" + R"cuda(
-// logits [1, V] f32 -> token [1] i32; grid (1), block (THREADS)
+// logits [count, V] f32, count [1] i32 -> token [1] i32; grid (1),
+// block (THREADS)
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
-             k.entry + R"cuda((const float *__restrict__ logits,
+             k.entry + R"cuda((const float *__restrict__ all_logits,
+                                          const int *__restrict__ count,
                                           int *__restrict__ token) {
+  const float *logits = all_logits + (long long)(count[0] - 1) * V;
   __shared__ float best_value[THREADS];
   __shared__ int best_index[THREADS];
   const int t = threadIdx.x;

@@ -15,11 +15,21 @@ namespace kiln {
 /// Tuning knobs every template reads; `kiln tune` will choose them per
 /// kernel, these are the defaults.
 struct CodegenOptions {
-  int gemvWarps = 4;      // output rows per GEMV block, one warp each
-  int attentionWarps = 4; // warps sharing one head's keys
-  int kvSplits = 0;       // decode attention splits of the keys; 0: choose
-  int smCount = 132;      // multiprocessors to fill (H100/H200)
+  int gemvWarps = 4;         // output rows per GEMV block, one warp each
+  int attentionWarps = 4;    // warps sharing one head's keys
+  int kvSplits = 0;          // decode attention splits of the keys; 0: choose
+  int smCount = 132;         // multiprocessors to fill (H100/H200)
+  int epilogueThreads = 256; // threads per row of a prefill epilogue
+  int prefillAttentionRows = 4; // query rows per warp of prefill attention
+  /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
+  /// the largest prefill the arena holds, and that largest.
+  std::vector<int64_t> prefillBuckets;
 };
+
+/// The buckets of a module whose arena holds prefills of up to `maxTokens`
+/// tokens (kiln.arena_tokens of @prefill): always ending with maxTokens.
+std::vector<int64_t> prefillBuckets(const CodegenOptions &opts,
+                                    int64_t maxTokens);
 
 /// A kernel's parameters, in order, as the runtime binds them.
 enum class ParamKind {
@@ -32,6 +42,7 @@ enum class ParamKind {
   Tokens,     // int32 token ids
   Workspace,  // float scratch (split-KV partials)
   Counters,   // uint32 counters, zero between launches
+  Count,      // int32 [1]: how many of the rows are real tokens
 };
 
 struct KernelParam {
@@ -51,6 +62,21 @@ struct CudaKernel {
   int64_t blockThreads = 0;
   int64_t workspaceFloats = 0; // Workspace size, when the kernel has one
   int64_t counters = 0;        // Counters size, when the kernel has one
+  /// Prefill kernels: grid axis `rowAxis` covers the step's tokens,
+  /// `rowsPerBlock` to a block; the launch sizes it for each bucket.
+  int rowAxis = -1;
+  int64_t rowsPerBlock = 1;
+  /// The kernel is the epilogue of a cuBLAS GEMM of the op's first two
+  /// operands (x . W^T, into the workspace), which runs just before it.
+  bool afterGemm = false;
+
+  /// The grid of a launch over `tokens` rows.
+  std::array<int64_t, 3> gridFor(int64_t tokens) const {
+    std::array<int64_t, 3> g = grid;
+    if (rowAxis >= 0)
+      g[rowAxis] = (tokens + rowsPerBlock - 1) / rowsPerBlock;
+    return g;
+  }
 };
 
 /// The common header of every translation unit: fp16 types, warp
@@ -68,6 +94,27 @@ llvm::Error requireF16(mlir::Type element);
 
 /// The widest load (8, 4, 2 or 1 halves) that divides a row of k halves.
 int vectorWidth(int64_t k);
+
+/// How a matmul kernel writes an op's results, which split the output
+/// columns in order: their parameters (`out0`, ...) for the signature, the
+/// names to pass on, and `kiln_store(row, col, y, outs...)`, which stores y
+/// (f16 or f32, as the result is) into the result that covers column col.
+/// Adds the parameters to `k`.
+struct ResultStores {
+  std::string params; // ", __half *__restrict__ out0, ..."
+  std::string names;  // ", out0, ..."
+  std::string store;  // the kiln_store function
+};
+ResultStores resultStores(mlir::Operation *op, CudaKernel &k);
+
+/// kiln.fused_qkv's matmul (C = x[S, k] . W[n, k]^T) and the CUDA both of
+/// its templates share: the constants and kiln_qkv_task, which stores one
+/// of the `tasks` tasks of a token's row.
+struct QkvShape {
+  int64_t k = 0, n = 0, tasks = 0;
+  std::string header;
+};
+llvm::Expected<QkvShape> qkvShape(mlir::Operation *op);
 
 /// A float literal that reads back as the same float.
 std::string floatLiteral(double v);
@@ -89,8 +136,16 @@ llvm::Expected<CudaKernel> emitQkvGemv(mlir::Operation *op,
                                        const CodegenOptions &opts);
 llvm::Expected<CudaKernel> emitDecodeAttention(mlir::Operation *op,
                                                const CodegenOptions &opts);
+// Prefill: the epilogues of the cuBLAS GEMMs, and causal attention.
+llvm::Expected<CudaKernel> emitLinearEpilogue(mlir::Operation *op,
+                                              const CodegenOptions &opts);
+llvm::Expected<CudaKernel> emitQkvEpilogue(mlir::Operation *op,
+                                           const CodegenOptions &opts);
+llvm::Expected<CudaKernel> emitPrefillAttention(mlir::Operation *op,
+                                                const CodegenOptions &opts);
 
-/// Greedy sampling: the first index of the largest of `vocab` logits.
+/// Greedy sampling: the first index of the largest of `vocab` logits in the
+/// step's last row.
 CudaKernel emitArgmax(int64_t vocab);
 
 /// Every distinct kernel of `fn` (one per kiln.kernel), in order of first

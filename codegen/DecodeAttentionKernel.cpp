@@ -99,16 +99,9 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
     qv[e] = 0.0f;
     if (d >= DH)
       continue;
-    float x = __half2float(q[h * DH + d]);
-    if constexpr (ROPE) {
-      const bool first = INTERLEAVED ? (d % 2 == 0) : (d < DH / 2);
-      const int i = INTERLEAVED ? d / 2 : (first ? d : d - DH / 2);
-      const int partner = INTERLEAVED ? (d ^ 1) : (first ? d + DH / 2 : d - DH / 2);
-      const float p = __half2float(q[h * DH + partner]);
-      float s, c;
-      sincosf(pos * kiln_inv_freq[i], &s, &c);
-      x = first ? x * c - p * s : p * s + x * c;
-    }
+    const float x =
+        ROPE ? kiln_rope_element<DH, INTERLEAVED>(q + h * DH, d, pos, kiln_inv_freq)
+             : __half2float(q[h * DH + d]);
     qv[e] = x * SCALE;
   }
 

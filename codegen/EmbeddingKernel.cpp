@@ -1,6 +1,7 @@
-//===- EmbeddingKernel.cpp - kiln.embedding for decode --------------------===//
+//===- EmbeddingKernel.cpp - kiln.embedding, decode and prefill -----------===//
 //
-// out[s, :] = table[tokens[s], :]: each thread copies VEC halves of a row.
+// out[s, :] = table[tokens[s], :]: each thread copies VEC halves of a row
+// in one (up to 16-byte) load and store.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -26,6 +27,10 @@ llvm::Expected<CudaKernel> emitEmbedding(Operation *op,
               {ParamKind::Activation, "out"}};
   k.grid = {(d / vec + threads - 1) / threads, s, 1};
   k.blockThreads = threads;
+  if (ShapedType::isDynamic(s)) { // prefill: a row of blocks per token
+    k.rowAxis = 1;
+    k.grid[1] = 1;
+  }
   k.source = cudaPrelude() + "\n// kernel " + k.kernel + ": embedding, " +
              std::to_string(d) + " features\n" +
              "constexpr int D = " + std::to_string(d) +
@@ -38,10 +43,12 @@ extern "C" __global__ void )cuda" +
   const int d = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
   if (d >= D)
     return;
+  struct alignas(2 * VEC) Chunk {
+    __half h[VEC];
+  };
   const __half *row = table + (long long)tokens[s] * D;
-#pragma unroll
-  for (int i = 0; i < VEC; ++i)
-    out[(long long)s * D + d + i] = row[d + i];
+  *reinterpret_cast<Chunk *>(out + (long long)s * D + d) =
+      *reinterpret_cast<const Chunk *>(row + d);
 }
 )cuda";
   return k;

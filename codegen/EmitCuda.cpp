@@ -26,25 +26,22 @@ emitCudaKernels(Operation *fn, const CodegenOptions &opts) {
     }
     if (!seen.insert(kernel.getValue()).second)
       return; // identical layers share the kernel
+    // Prefill ops have a dynamic token count; decode's is 1.
+    auto rows = dyn_cast<RankedTensorType>(op->getResultTypes()[0]);
+    bool prefill = rows && rows.isDynamicDim(0);
     llvm::Expected<CudaKernel> k = llvm::createStringError("");
     if (isa<EmbeddingOp>(op))
       k = emitEmbedding(op, opts);
     else if (isa<FusedLinearOp, LinearOp, LogitsOp>(op))
-      k = emitGemv(op, opts);
+      k = prefill ? emitLinearEpilogue(op, opts) : emitGemv(op, opts);
     else if (isa<FusedQKVOp>(op))
-      k = emitQkvGemv(op, opts);
+      k = prefill ? emitQkvEpilogue(op, opts) : emitQkvGemv(op, opts);
     else if (isa<AttentionOp>(op))
-      k = emitDecodeAttention(op, opts);
+      k = prefill ? emitPrefillAttention(op, opts)
+                  : emitDecodeAttention(op, opts);
     else
       k = llvm::createStringError(
           "no CUDA template for this op (run the fusion pipeline)");
-    // Decode kernels only so far: one new token is a static dimension.
-    auto rows = dyn_cast<RankedTensorType>(op->getResultTypes()[0]);
-    if (k && rows && rows.isDynamicDim(0)) {
-      llvm::consumeError(k.takeError());
-      k = llvm::createStringError(
-          "prefill kernels (a dynamic token count) are not generated yet");
-    }
     if (!k) {
       error = llvm::createStringError(
           llvm::Twine("kernel ") + kernel.getValue() + " (" +

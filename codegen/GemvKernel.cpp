@@ -45,25 +45,11 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
   k.grid = {(tasks + warps - 1) / warps, 1, 1};
   k.blockThreads = 32 * warps;
 
-  std::string signature, store;
-  llvm::raw_string_ostream sig(signature), st(store);
-  sig << "const __half *__restrict__ x, const __half *__restrict__ w"
-      << (residual ? ", const __half *__restrict__ residual" : "");
-  // The store: output column `task` belongs to the result whose columns
-  // cover it.
-  int64_t begin = 0;
-  for (auto [i, r] : llvm::enumerate(op->getResults())) {
-    auto type = cast<RankedTensorType>(r.getType());
-    int64_t width = type.getDimSize(1);
-    bool f32 = type.getElementType().isF32();
-    std::string name = "out" + std::to_string(i);
-    k.params.push_back({ParamKind::Activation, name});
-    sig << ", " << (f32 ? "float" : "__half") << " *__restrict__ " << name;
-    st << "  " << (i ? "else " : "") << "if (task < " << begin + width
-       << ")\n    " << name << "[task - " << begin
-       << "] = " << (f32 ? "y" : "__float2half(y)") << ";\n";
-    begin += width;
-  }
+  std::string signature =
+      std::string("const __half *__restrict__ x, const __half *__restrict__ "
+                  "w") +
+      (residual ? ", const __half *__restrict__ residual" : "");
+  ResultStores outs = resultStores(op, k);
 
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
@@ -77,13 +63,11 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
      << ", SWIGLU = " << (swiglu ? "true" : "false")
      << ", RESIDUAL = " << (residual ? "true" : "false") << ";\n";
   os << "constexpr float EPS = " << floatLiteral(eps.value_or(0)) << ";\n";
-  os << "\n__device__ __forceinline__ void kiln_store(int task, float y, "
-     << signature << ") {\n"
-     << store << "}\n";
+  os << "\n" << outs.store;
   os << "\n// grid (ceil(TASKS / WARPS)), block (32 * WARPS): warp -> output "
         "column\n";
   os << "extern \"C\" __global__ void __launch_bounds__(32 * WARPS) " << k.entry
-     << "(" << signature << ") {\n";
+     << "(" << signature << outs.params << ") {\n";
   os << R"cuda(  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x, EPS);
   const int task = blockIdx.x * WARPS + warp;
@@ -100,10 +84,7 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
 )cuda";
   if (residual)
     os << "  y += __half2float(residual[task]);\n";
-  os << "  kiln_store(task, y, x, w" << (residual ? ", residual" : "");
-  for (size_t i = 0; i < op->getNumResults(); ++i)
-    os << ", out" << i;
-  os << ");\n}\n";
+  os << "  kiln_store(0, task, y" << outs.names << ");\n}\n";
   k.source = src;
   return k;
 }

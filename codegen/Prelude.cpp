@@ -126,6 +126,30 @@ __device__ __forceinline__ float kiln_silu(float x) {
   return x / (1.0f + expf(-x));
 }
 
+// RoPE's rotated pair t of a [heads, DH] row: the columns a and b it turns
+// by the angle position * kiln_inv_freq[t % (DH / 2)].
+template <int DH, bool INTERLEAVED>
+__device__ __forceinline__ void kiln_rope_pair(int t, int &a, int &b) {
+  const int head = t / (DH / 2), i = t % (DH / 2);
+  a = head * DH + (INTERLEAVED ? 2 * i : i);
+  b = INTERLEAVED ? a + 1 : a + DH / 2;
+}
+
+// Element d of one head's vector, rotated by RoPE at position pos.
+template <int DH, bool INTERLEAVED>
+__device__ __forceinline__ float kiln_rope_element(const __half *head, int d,
+                                                   int pos,
+                                                   const float *inv_freq) {
+  const bool first = INTERLEAVED ? (d % 2 == 0) : (d < DH / 2);
+  const int i = INTERLEAVED ? d / 2 : (first ? d : d - DH / 2);
+  const int partner =
+      INTERLEAVED ? (d ^ 1) : (first ? d + DH / 2 : d - DH / 2);
+  const float x = __half2float(head[d]), p = __half2float(head[partner]);
+  float s, c;
+  sincosf(pos * inv_freq[i], &s, &c);
+  return first ? x * c - p * s : p * s + x * c;
+}
+
 // Where token t of a sequence lives in one layer's keys or values of the
 // paged pool: its block from the block table, then its slot in the block.
 __device__ __forceinline__ long long kiln_slot(const int *block_table, int t,
@@ -154,6 +178,31 @@ llvm::Error requireF16(mlir::Type element) {
     return llvm::Error::success();
   return llvm::createStringError(
       "CUDA templates take f16 storage (compile with --dtype f16)");
+}
+
+ResultStores resultStores(mlir::Operation *op, CudaKernel &k) {
+  ResultStores r;
+  std::string body;
+  int64_t begin = 0;
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    auto type = mlir::cast<mlir::RankedTensorType>(result.getType());
+    int64_t width = type.getDimSize(1);
+    bool f32 = type.getElementType().isF32();
+    std::string name = "out" + std::to_string(i);
+    k.params.push_back({ParamKind::Activation, name});
+    r.params += std::string(", ") + (f32 ? "float" : "__half") +
+                " *__restrict__ " + name;
+    r.names += ", " + name;
+    body += std::string("  ") + (i ? "else " : "") + "if (col < " +
+            std::to_string(begin + width) + ")\n    " + name + "[row * " +
+            std::to_string(width) + " + col - " + std::to_string(begin) +
+            "] = " + (f32 ? "y" : "__float2half(y)") + ";\n";
+    begin += width;
+  }
+  r.store = "__device__ __forceinline__ void kiln_store(long long row, int "
+            "col, float y" +
+            r.params + ") {\n" + body + "}\n";
+  return r;
 }
 
 int vectorWidth(int64_t k) {

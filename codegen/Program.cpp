@@ -1,8 +1,9 @@
-//===- Program.cpp - bind every kernel argument of the decode step --------===//
+//===- Program.cpp - bind every kernel argument of prefill and decode -----===//
 #include "codegen/Program.h"
 #include "ir/KilnOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
@@ -60,111 +61,208 @@ WeightBuffer manifestEntry(Operation *op) {
   return w;
 }
 
+/// The launches of function `fn` for `tokens` rows, each argument bound.
+class LaunchBuilder {
+public:
+  LaunchBuilder(Program &p, KVPoolAttr pool, const llvm::StringMap<int> &index,
+                const std::vector<CudaKernel> &kernels)
+      : p(p), b{pool, ""}, index(index), kernels(kernels) {}
+
+  llvm::Expected<std::vector<Launch>> build(func::FuncOp fn, int64_t tokens,
+                                            int64_t &logits) {
+    std::vector<Launch> out;
+    for (Operation &op : fn.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        logits = b.bind(ret.getOperand(0)).offset;
+        continue;
+      }
+      if (!isKernel(&op))
+        continue;
+      std::string kernel = op.getAttrOfType<StringAttr>("kiln.kernel").str();
+      const CudaKernel &k = kernels[index.lookup(kernel)];
+      std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
+      if (k.afterGemm) {
+        auto w = cast<RankedTensorType>(op.getOperand(1).getType());
+        GemmShape shape{tokens, w.getDimSize(0), w.getDimSize(1)};
+        p.workspaceFloats = std::max(p.workspaceFloats, shape.m * shape.n);
+        out.push_back({kGemm,
+                       name,
+                       {1, 1, 1},
+                       0,
+                       {b.bind(op.getOperand(0)), b.bind(op.getOperand(1)),
+                        Argument(Region::Workspace)},
+                       shape});
+      }
+      Launch l{index.lookup(kernel), name, k.gridFor(tokens), k.blockThreads,
+               arguments(op, k)};
+      if (!b.error.empty())
+        return llvm::createStringError(b.error);
+      if (l.args.size() != k.params.size())
+        return llvm::createStringError(
+            "kernel " + kernel + " takes " + std::to_string(k.params.size()) +
+            " arguments, the op gives " + std::to_string(l.args.size()));
+      out.push_back(std::move(l));
+    }
+    // Sampling on the device, after the logits.
+    out.push_back({index.lookup("sampling.argmax"),
+                   "sampling.argmax",
+                   {1, 1, 1},
+                   kernels[index.lookup("sampling.argmax")].blockThreads,
+                   {Argument(Region::Arena, logits), Argument(Region::Count),
+                    Argument(Region::Sampled)}});
+    return out;
+  }
+
+private:
+  /// The arguments of `op`'s kernel, in its parameter order.
+  std::vector<Argument> arguments(Operation &op, const CudaKernel &k) {
+    std::vector<Argument> args;
+    if (auto qkv = dyn_cast<FusedQKVOp>(op)) {
+      args = {b.bind(qkv.getInput())};
+      args.push_back(k.afterGemm ? Argument(Region::Workspace)
+                                 : b.bind(qkv.getWeight()));
+      args.insert(args.end(), {b.cache(qkv.getLayer(), false),
+                               b.cache(qkv.getLayer(), true),
+                               {Region::BlockTable},
+                               {Region::Positions}});
+      if (k.afterGemm)
+        args.push_back({Region::Count});
+      args.push_back(b.bind(qkv.getQuery()));
+    } else if (auto att = dyn_cast<AttentionOp>(op)) {
+      auto read = att.getKeys().getDefiningOp<KVReadOp>();
+      if (!read || att.getValues().getDefiningOp() != read.getOperation()) {
+        b.error = "attention " + k.provenance +
+                  " must read its keys and values from one kiln.kv_read";
+        return {};
+      }
+      args = {b.bind(att.getQuery()),
+              b.cache(read.getLayer(), false),
+              b.cache(read.getLayer(), true),
+              {Region::BlockTable},
+              {Region::Positions}};
+      if (k.rowAxis >= 0) // prefill
+        args.push_back({Region::Count});
+      args.push_back(b.bind(att.getResult()));
+      if (k.rowAxis < 0) // decode's split-KV scratch
+        args.insert(args.end(), {{Region::Workspace}, {Region::Counters}});
+    } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
+      args = {b.bind(emb.getTokens()), b.bind(emb.getTable()),
+              b.bind(emb.getResult())};
+    } else if (k.afterGemm) {
+      // Prefill's matmul epilogues: x, C, the residual, count, the results.
+      args = {b.bind(op.getOperand(0)), {Region::Workspace}};
+      for (Value v : op.getOperands().drop_front(2))
+        args.push_back(b.bind(v));
+      args.push_back({Region::Count});
+      for (Value r : op.getResults())
+        args.push_back(b.bind(r));
+    } else {
+      // Decode's GEMVs: x, w (and the residual), then the results.
+      for (Value v : op.getOperands())
+        args.push_back(b.bind(v));
+      for (Value r : op.getResults())
+        args.push_back(b.bind(r));
+    }
+    return args;
+  }
+
+  Program &p;
+  Binder b;
+  const llvm::StringMap<int> &index;
+  const std::vector<CudaKernel> &kernels;
+};
+
+/// Every weight buffer `fn` reads, once.
+void collectManifest(func::FuncOp fn, Program &p) {
+  for (Operation &op : fn.getBody().front()) {
+    if (!isa<WeightOp, PackedWeightOp>(op))
+      continue;
+    WeightBuffer w = manifestEntry(&op);
+    if (llvm::none_of(p.weights, [&](auto &e) { return e.name == w.name; }))
+      p.weights.push_back(std::move(w));
+  }
+}
+
 } // namespace
+
+std::vector<int64_t> prefillBuckets(const CodegenOptions &opts,
+                                    int64_t maxTokens) {
+  std::vector<int64_t> buckets;
+  for (int64_t b : opts.prefillBuckets)
+    if (b > 0 && b <= maxTokens)
+      buckets.push_back(b);
+  if (opts.prefillBuckets.empty())
+    for (int64_t b = 16; b < maxTokens; b *= 2)
+      buckets.push_back(b);
+  // The largest prefill the arena holds always has a plan; longer prompts
+  // run in chunks of it.
+  buckets.push_back(maxTokens);
+  llvm::sort(buckets);
+  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+  return buckets;
+}
 
 llvm::Expected<Program> buildProgram(ModuleOp module,
                                      const CodegenOptions &opts) {
+  auto prefill = module.lookupSymbol<func::FuncOp>("prefill");
   auto decode = module.lookupSymbol<func::FuncOp>("decode");
   auto pool = module->getAttrOfType<KVPoolAttr>("kiln.kv_pool");
-  auto arena = decode ? decode->getAttrOfType<IntegerAttr>("kiln.arena_bytes")
-                      : IntegerAttr();
-  if (!decode || !pool || !arena)
+  auto arenaOf = [](func::FuncOp fn) {
+    return fn ? fn->getAttrOfType<IntegerAttr>("kiln.arena_bytes")
+              : IntegerAttr();
+  };
+  auto missing = [] {
     return llvm::createStringError(
-        "the module needs @decode with the kiln pipeline's plans (KV pool, "
-        "arena): compile it with the fusion pipeline");
-  auto kernels = emitCudaKernels(decode, opts);
-  if (!kernels)
-    return kernels.takeError();
+        "the module needs @prefill and @decode with the kiln pipeline's plans "
+        "(KV pool, arena): compile it with the fusion pipeline");
+  };
+  if (!prefill || !decode)
+    return missing();
+  // Kernels first: an op without a template is the more useful complaint.
+  std::vector<CudaKernel> kernels;
+  for (func::FuncOp fn : {prefill, decode}) {
+    auto emitted = emitCudaKernels(fn, opts);
+    if (!emitted)
+      return emitted.takeError();
+    llvm::append_range(kernels, *emitted);
+  }
+  auto maxTokens = prefill->getAttrOfType<IntegerAttr>("kiln.arena_tokens");
+  if (!pool || !arenaOf(prefill) || !arenaOf(decode) || !maxTokens)
+    return missing();
+  auto vocab = cast<RankedTensorType>(decode.getResultTypes()[0]);
+  kernels.push_back(emitArgmax(vocab.getDimSize(1)));
 
   Program p;
   auto cache = cast<KVCacheType>(decode.getArgumentTypes()[2]);
+  p.vocab = vocab.getDimSize(1);
   p.maxPositions = cache.getCapacity();
-  p.arenaBytes = arena.getInt();
+  // One arena: prefill and decode never run at once.
+  p.arenaBytes = std::max(arenaOf(prefill).getInt(), arenaOf(decode).getInt());
   p.poolBytes = pool.getBytes();
   p.poolBlocks = pool.getBlocks();
   p.blockSize = pool.getBlockSize();
   llvm::StringMap<int> index;
-  for (const CudaKernel &k : *kernels) {
+  for (const CudaKernel &k : kernels) {
     index[k.kernel] = int(p.kernels.size());
     p.kernels.push_back(
         {k.kernel, k.entry, k.source, k.provenance, int(k.params.size())});
     p.workspaceFloats = std::max(p.workspaceFloats, k.workspaceFloats);
     p.counters = std::max(p.counters, k.counters);
   }
+  collectManifest(prefill, p);
+  collectManifest(decode, p);
 
-  Binder b{pool, ""};
-  llvm::StringMap<bool> seenWeights;
-  for (Operation &op : decode.getBody().front()) {
-    if (isa<WeightOp, PackedWeightOp>(op)) {
-      WeightBuffer w = manifestEntry(&op);
-      if (seenWeights.insert({w.name, true}).second)
-        p.weights.push_back(std::move(w));
-      continue;
-    }
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      Argument logits = b.bind(ret.getOperand(0));
-      p.decodeLogits = logits.offset;
-      p.vocab =
-          cast<RankedTensorType>(ret.getOperand(0).getType()).getDimSize(1);
-      continue;
-    }
-    if (!isKernel(&op))
-      continue;
-    std::string kernel = op.getAttrOfType<StringAttr>("kiln.kernel").str();
-    const CudaKernel &k = (*kernels)[index[kernel]];
-    Launch l{index[kernel],
-             op.getAttrOfType<StringAttr>("kiln.name").str(),
-             k.grid,
-             k.blockThreads,
-             {}};
-    if (auto qkv = dyn_cast<FusedQKVOp>(op)) {
-      l.args = {b.bind(qkv.getInput()),         b.bind(qkv.getWeight()),
-                b.cache(qkv.getLayer(), false), b.cache(qkv.getLayer(), true),
-                {Region::BlockTable},           {Region::Positions},
-                b.bind(qkv.getQuery())};
-    } else if (auto att = dyn_cast<AttentionOp>(op)) {
-      auto read = att.getKeys().getDefiningOp<KVReadOp>();
-      if (!read || att.getValues().getDefiningOp() != read.getOperation())
-        return llvm::createStringError(
-            "attention " + l.name +
-            " must read its keys and values from one "
-            "kiln.kv_read");
-      l.args = {b.bind(att.getQuery()),
-                b.cache(read.getLayer(), false),
-                b.cache(read.getLayer(), true),
-                {Region::BlockTable},
-                {Region::Positions},
-                b.bind(att.getResult()),
-                {Region::Workspace},
-                {Region::Counters}};
-    } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
-      l.args = {b.bind(emb.getTokens()), b.bind(emb.getTable()),
-                b.bind(emb.getResult())};
-    } else {
-      // The GEMVs: x, w (and the residual), then the results.
-      for (Value v : op.getOperands())
-        l.args.push_back(b.bind(v));
-      for (Value r : op.getResults())
-        l.args.push_back(b.bind(r));
-    }
-    if (!b.error.empty())
-      return llvm::createStringError(b.error);
-    if (l.args.size() != k.params.size())
-      return llvm::createStringError(
-          "kernel " + kernel + " takes " + std::to_string(k.params.size()) +
-          " arguments, the op gives " + std::to_string(l.args.size()));
-    p.decode.push_back(std::move(l));
+  LaunchBuilder builder(p, pool, index, kernels);
+  auto step = builder.build(decode, 1, p.decodeLogits);
+  if (!step)
+    return step.takeError();
+  p.decode = std::move(*step);
+  for (int64_t tokens : prefillBuckets(opts, maxTokens.getInt())) {
+    auto launches = builder.build(prefill, tokens, p.prefillLogits);
+    if (!launches)
+      return launches.takeError();
+    p.prefill.push_back({tokens, std::move(*launches)});
   }
-  // Greedy sampling on the device, after the logits.
-  CudaKernel argmax = emitArgmax(p.vocab);
-  p.decode.push_back(
-      {int(p.kernels.size()),
-       "sampling.argmax",
-       argmax.grid,
-       argmax.blockThreads,
-       {Argument(Region::Arena, p.decodeLogits), Argument(Region::Sampled)}});
-  p.kernels.push_back({argmax.kernel, argmax.entry, argmax.source,
-                       argmax.provenance, int(argmax.params.size())});
   return p;
 }
 

@@ -9,8 +9,9 @@
 
 namespace kiln {
 
-/// The decode step of a module that went through the whole pipeline (names,
-/// KV pool and arena plans): its kernels, weight manifest and launches with
+/// What a module that went through the whole pipeline (names, KV pool and
+/// arena plans) runs: its kernels, weight manifest, and the launches of the
+/// decode step and of prefill (one plan per sequence-length bucket), with
 /// every argument bound. Fails naming what is missing.
 llvm::Expected<Program> buildProgram(mlir::ModuleOp module,
                                      const CodegenOptions &opts);

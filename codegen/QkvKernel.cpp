@@ -4,7 +4,8 @@
 // warps take q rows (stored as the result), then K pairs (the two rows RoPE
 // rotates together, rotated and stored in the cache), then v rows (stored in
 // the cache). Positions and the block table are read on the device, so the
-// launch is the same for every step.
+// launch is the same for every step. qkvShape() writes what decode's kernel
+// and prefill's epilogue (QkvEpilogueKernel.cpp) share.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -18,22 +19,92 @@ using namespace mlir;
 
 namespace kiln {
 
-llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
-                                       const CodegenOptions &opts) {
+llvm::Expected<QkvShape> qkvShape(Operation *op) {
   auto qkv = cast<FusedQKVOp>(op);
   auto cache = cast<KVCacheType>(qkv.getCache().getType());
   auto w = cast<RankedTensorType>(qkv.getWeight().getType());
-  int64_t kdim = w.getDimSize(1), kvw = cache.getSlotWidth();
-  int64_t qw = w.getDimSize(0) - 2 * kvw, dh = cache.getHeadDim();
   if (llvm::Error e = requireF16(w.getElementType()))
     return std::move(e);
+  QkvShape s;
+  s.k = w.getDimSize(1);
+  s.n = w.getDimSize(0);
+  int64_t kvw = cache.getSlotWidth(), qw = s.n - 2 * kvw;
   bool rope = qkv.getRopeTheta().has_value();
   bool interleaved = rope && *qkv.getRopeLayout() == RopeLayout::interleaved;
-  // With RoPE one warp computes both rows of a rotated pair of K.
+  // With RoPE one task computes both columns of a rotated pair of k.
   int64_t kTasks = rope ? kvw / 2 : kvw;
-  int64_t tasks = qw + kTasks + kvw;
+  s.tasks = qw + kTasks + kvw;
+  auto eps = qkv.getNormEpsilon();
+
+  llvm::raw_string_ostream os(s.header);
+  os << "\n// kernel " << kernelFor(op).kernel << ": [q | k | v] = x[S, " << s.k
+     << "] . W[" << s.n << ", " << s.k << "]^T" << (eps ? ", RMSNorm" : "")
+     << (rope ? ", RoPE on k" : "") << ", k and v into layer " << qkv.getLayer()
+     << "'s cache\n";
+  // (Declared without RoPE too: a discarded `if constexpr` branch in a
+  // non-template function still names it.)
+  os << (rope ? invFreqTable(cache.getHeadDim(),
+                             qkv.getRopeTheta()->convertToDouble())
+              : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
+  os << "constexpr int K = " << s.k << ", N = " << s.n
+     << ", VEC = " << vectorWidth(s.k) << ";\n";
+  os << "constexpr int QW = " << qw << ", KVW = " << kvw
+     << ", DH = " << cache.getHeadDim() << ", K_TASKS = " << kTasks
+     << ", TASKS = " << s.tasks << ", BLOCK_SIZE = " << poolBlockSize(op)
+     << ";\n";
+  os << "constexpr bool NORM = " << (eps ? "true" : "false")
+     << ", ROPE = " << (rope ? "true" : "false")
+     << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
+  os << "constexpr float EPS = "
+     << floatLiteral(eps ? eps->convertToDouble() : 0.0) << ";\n";
+  os << R"cuda(
+// One task of a token's [q | k | v] row: a column of q (stored in q), a
+// column or a rotated pair of k, or a column of v (stored in the token's
+// slot of the layer's keys or values). value(col) is column col of the
+// matmul; only threads with `store` write.
+template <class Value>
+__device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
+                                              Value value, bool store,
+                                              __half *q, __half *k_cache,
+                                              __half *v_cache) {
+  if (task < QW) {
+    const float y = value(task);
+    if (store)
+      q[task] = __float2half(y);
+  } else if (task < QW + K_TASKS) {
+    const int t = task - QW;
+    int a = t, b = t;
+    if constexpr (ROPE)
+      kiln_rope_pair<DH, INTERLEAVED>(t, a, b);
+    const float ka = value(QW + a);
+    if constexpr (ROPE) {
+      const float kb = value(QW + b);
+      if (store) {
+        float s, c;
+        sincosf(pos * kiln_inv_freq[t % (DH / 2)], &s, &c);
+        k_cache[slot + a] = __float2half(ka * c - kb * s);
+        k_cache[slot + b] = __float2half(ka * s + kb * c);
+      }
+    } else if (store) {
+      k_cache[slot + a] = __float2half(ka);
+    }
+  } else {
+    const int r = task - QW - K_TASKS;
+    const float v = value(QW + KVW + r);
+    if (store)
+      v_cache[slot + r] = __float2half(v);
+  }
+}
+)cuda";
+  return s;
+}
+
+llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
+                                       const CodegenOptions &opts) {
+  auto shape = qkvShape(op);
+  if (!shape)
+    return shape.takeError();
   int warps = opts.gemvWarps;
-  int64_t blockSize = poolBlockSize(op);
 
   CudaKernel k = kernelFor(op);
   k.params = {{ParamKind::Activation, "x"},
@@ -43,39 +114,16 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
               {ParamKind::BlockTable, "block_table"},
               {ParamKind::Positions, "positions"},
               {ParamKind::Activation, "q"}};
-  k.grid = {(tasks + warps - 1) / warps, 1, 1};
+  k.grid = {(shape->tasks + warps - 1) / warps, 1, 1};
   k.blockThreads = 32 * warps;
-
-  std::string src = cudaPrelude();
-  llvm::raw_string_ostream os(src);
-  os << "\n// kernel " << k.kernel << ": [q | k | v] = x[1, " << kdim
-     << "] . W[" << w.getDimSize(0) << ", " << kdim << "]^T"
-     << (qkv.getNormEpsilon() ? ", RMSNorm prologue" : "")
-     << (rope ? ", RoPE on k" : "") << ", k and v into layer " << qkv.getLayer()
-     << "'s cache\n";
-  // (Declared without RoPE too: a discarded `if constexpr` branch in a
-  // non-template function still names it.)
-  os << (rope ? invFreqTable(dh, qkv.getRopeTheta()->convertToDouble())
-              : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
-  os << "constexpr int K = " << kdim << ", VEC = " << vectorWidth(kdim)
-     << ", WARPS = " << warps << ";\n";
-  os << "constexpr int QW = " << qw << ", KVW = " << kvw << ", DH = " << dh
-     << ", K_TASKS = " << kTasks << ", TASKS = " << tasks
-     << ", BLOCK_SIZE = " << blockSize << ";\n";
-  os << "constexpr bool NORM = " << (qkv.getNormEpsilon() ? "true" : "false")
-     << ", ROPE = " << (rope ? "true" : "false")
-     << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
-  os << "constexpr float EPS = "
-     << floatLiteral(qkv.getNormEpsilon()
-                         ? qkv.getNormEpsilon()->convertToDouble()
-                         : 0.0)
-     << ";\n";
-  os << R"cuda(
-// x [1, K] f16, w [QW + 2 KVW, K] f16, k_cache/v_cache: this layer's keys
-// and values in the pool, slot-major [slot, KVW] f16; q [1, QW] f16.
-// grid (ceil(TASKS / WARPS)), block (32 * WARPS)
-extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
-     << k.entry << R"cuda((
+  k.source = cudaPrelude() + shape->header +
+             "constexpr int WARPS = " + std::to_string(warps) + ";\n" +
+             R"cuda(
+// x [1, K] f16, w [N = QW + 2 KVW, K] f16, k_cache/v_cache: this layer's
+// keys and values in the pool, slot-major [slot, KVW] f16; q [1, QW] f16.
+// grid (ceil(TASKS / WARPS)), block (32 * WARPS): a warp per task
+extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda" +
+             k.entry + R"cuda((
     const __half *__restrict__ x, const __half *__restrict__ w,
     __half *__restrict__ k_cache, __half *__restrict__ v_cache,
     const int *__restrict__ block_table, const int *__restrict__ positions,
@@ -87,40 +135,13 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
     return;
   const int pos = positions[0];
   const long long slot = kiln_slot(block_table, pos, BLOCK_SIZE) * KVW;
-  if (task < QW) { // a row of q
-    const float y = scale * kiln_warp_dot<K, VEC>(w + (long long)task * K, x, lane);
-    if (lane == 0)
-      q[task] = __float2half(y);
-  } else if (task < QW + K_TASKS) { // a row, or a rotated pair, of k
-    const int t = task - QW;
-    int a = t, b = t;
-    if constexpr (ROPE) {
-      const int head = t / (DH / 2), i = t % (DH / 2);
-      a = head * DH + (INTERLEAVED ? 2 * i : i);
-      b = INTERLEAVED ? a + 1 : a + DH / 2;
-    }
-    const float ka = scale * kiln_warp_dot<K, VEC>(w + (long long)(QW + a) * K, x, lane);
-    if constexpr (ROPE) {
-      const float kb = scale * kiln_warp_dot<K, VEC>(w + (long long)(QW + b) * K, x, lane);
-      if (lane == 0) {
-        float s, c;
-        sincosf(pos * kiln_inv_freq[t % (DH / 2)], &s, &c);
-        k_cache[slot + a] = __float2half(ka * c - kb * s);
-        k_cache[slot + b] = __float2half(ka * s + kb * c);
-      }
-    } else if (lane == 0) {
-      k_cache[slot + a] = __float2half(ka);
-    }
-  } else { // a row of v
-    const int r = task - QW - K_TASKS;
-    const float v = scale * kiln_warp_dot<K, VEC>(
-                                w + (long long)(QW + KVW + r) * K, x, lane);
-    if (lane == 0)
-      v_cache[slot + r] = __float2half(v);
-  }
+  // Every lane takes part in each dot product; lane 0 stores.
+  auto value = [&](int col) {
+    return scale * kiln_warp_dot<K, VEC>(w + (long long)col * K, x, lane);
+  };
+  kiln_qkv_task(task, pos, slot, value, lane == 0, q, k_cache, v_cache);
 }
 )cuda";
-  k.source = src;
   return k;
 }
 

@@ -25,6 +25,8 @@ struct FrontendOptions {
   /// Write softmax as reduce_max/sub/exp/reduce_sum/div, as some frontends
   /// do: a test of kiln-fuse-softmax on real models.
   bool decomposeSoftmax = false;
+  /// The largest prefill the plans hold (kiln-plan-buffers' prefill-tokens).
+  int64_t prefillTokens = 2048;
 };
 
 /// Builds the module: `func.func @prefill` (a run of S new tokens, S

@@ -24,10 +24,18 @@ struct PipelineStage {
   std::function<void(mlir::OpPassManager &)> addTo;
 };
 
+/// What the default pipeline's plans are sized for.
+struct PipelineOptions {
+  /// Tokens of the largest prefill the arena holds (capped at the context);
+  /// longer prompts run in chunks of it.
+  int64_t prefillTokens = 2048;
+};
+
 /// The default pipeline, step by step: every fusion in the order they
 /// build on each other, then kernel names and the memory plans.
 /// `kiln compile --dump-ir-after-all` writes the IR after each step.
-const std::vector<PipelineStage> &kilnPipelineStages();
+std::vector<PipelineStage>
+kilnPipelineStages(const PipelineOptions &opts = PipelineOptions());
 
 /// All the stages in one pass manager: `kiln-opt --kiln-pipeline` and
 /// `kiln compile` run this.

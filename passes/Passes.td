@@ -146,8 +146,10 @@ def KilnPlanBuffers : Pass<"kiln-plan-buffers", "::mlir::ModuleOp"> {
     definition to its last use, so memory is reused across layers. Sizes
     take `prefill-tokens` for the dynamic token count and the model's
     context for the dynamic key count. Records `kiln.arena_offsets` on each
-    op, and `kiln.arena_bytes` and `kiln.arena_peak_bytes` (the most bytes
-    alive at once) on each function and the largest on the module, since
+    op, `kiln.arena_tokens` (that token count: the most one call of the
+    function may bring) on each function, and `kiln.arena_bytes` and
+    `kiln.arena_peak_bytes` (the most bytes alive at once) on each function
+    and the largest on the module, since
     @prefill and @decode never run at once. `kiln-opt
     -kiln-test-print-buffer-plan` prints it.
   }];

@@ -17,12 +17,14 @@ PipelineStage onFunctions(const char *name, Create create) {
 }
 } // namespace
 
-const std::vector<PipelineStage> &kilnPipelineStages() {
+std::vector<PipelineStage> kilnPipelineStages(const PipelineOptions &opts) {
   // The norm prologue first: the SwiGLU and residual epilogues attach to the
   // fused matmuls it makes. Attention before RoPE, which moves into it, and
   // RoPE into the kv write before the write moves into the QKV matmul.
   // Names and plans last, on the final kernels.
-  static const std::vector<PipelineStage> stages = {
+  KilnPlanBuffersOptions buffers;
+  buffers.prefillTokens = opts.prefillTokens;
+  return {
       onFunctions("kiln-fuse-rmsnorm-matmul", createKilnFuseRMSNormMatmul),
       onFunctions("kiln-fuse-swiglu", createKilnFuseSwiGLU),
       onFunctions("kiln-fuse-residual", createKilnFuseResidual),
@@ -33,9 +35,10 @@ const std::vector<PipelineStage> &kilnPipelineStages() {
       {"kiln-plan-kv-pool",
        [](mlir::OpPassManager &pm) { pm.addPass(createKilnPlanKVPool()); }},
       {"kiln-plan-buffers",
-       [](mlir::OpPassManager &pm) { pm.addPass(createKilnPlanBuffers()); }},
+       [buffers](mlir::OpPassManager &pm) {
+         pm.addPass(createKilnPlanBuffers(buffers));
+       }},
   };
-  return stages;
 }
 
 void buildKilnPipeline(mlir::OpPassManager &pm) {

@@ -151,6 +151,9 @@ struct KilnPlanBuffers : kiln::impl::KilnPlanBuffersBase<KilnPlanBuffers> {
       int64_t tokens = std::min<int64_t>(prefillTokens, context);
       int64_t arena = 0, peak = 0;
       plan(fn, tokens, context, arena, peak);
+      // The most tokens one call may bring: prefill's largest bucket.
+      fn->setAttr("kiln.arena_tokens",
+                  Builder(&getContext()).getI64IntegerAttr(tokens));
       largest = std::max(largest, arena);
       largestPeak = std::max(largestPeak, peak);
     }

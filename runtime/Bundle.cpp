@@ -22,7 +22,7 @@ const std::map<Region, std::string> &regionNames() {
       {Region::Pool, "pool"},           {Region::Tokens, "tokens"},
       {Region::Positions, "positions"}, {Region::BlockTable, "block_table"},
       {Region::Workspace, "workspace"}, {Region::Counters, "counters"},
-      {Region::Sampled, "sampled"}};
+      {Region::Sampled, "sampled"},     {Region::Count, "count"}};
   return names;
 }
 
@@ -37,6 +37,27 @@ Json configJson(const LlamaConfig &c) {
           {"rms_norm_eps", c.rmsNormEps},
           {"rope_theta", c.ropeTheta},
           {"tie_word_embeddings", c.tieWordEmbeddings}};
+}
+
+Json launchJson(const Launch &l) {
+  Json args = Json::array();
+  for (const Argument &a : l.args) {
+    Json arg = {{"region", regionNames().at(a.region)}};
+    if (a.region == Region::Arena || a.region == Region::Pool)
+      arg["offset"] = a.offset;
+    if (a.region == Region::Weight)
+      arg["name"] = a.weight;
+    args.push_back(arg);
+  }
+  if (l.kernel == kGemm)
+    return {{"gemm", {{"m", l.gemm.m}, {"n", l.gemm.n}, {"k", l.gemm.k}}},
+            {"name", l.name},
+            {"args", args}};
+  return {{"kernel", l.kernel},
+          {"name", l.name},
+          {"grid", l.grid},
+          {"block", l.blockThreads},
+          {"args", args}};
 }
 
 Json programJson(const Bundle &b) {
@@ -57,21 +78,14 @@ Json programJson(const Bundle &b) {
                        {"cols", w.cols},
                        {"scaled_by", w.scaledBy}});
   }
-  for (const Launch &l : p.decode) {
-    Json args = Json::array();
-    for (const Argument &a : l.args) {
-      Json arg = {{"region", regionNames().at(a.region)}};
-      if (a.region == Region::Arena || a.region == Region::Pool)
-        arg["offset"] = a.offset;
-      if (a.region == Region::Weight)
-        arg["name"] = a.weight;
-      args.push_back(arg);
-    }
-    launches.push_back({{"kernel", l.kernel},
-                        {"name", l.name},
-                        {"grid", l.grid},
-                        {"block", l.blockThreads},
-                        {"args", args}});
+  for (const Launch &l : p.decode)
+    launches.push_back(launchJson(l));
+  Json buckets = Json::array();
+  for (const PrefillPlan &plan : p.prefill) {
+    Json list = Json::array();
+    for (const Launch &l : plan.launches)
+      list.push_back(launchJson(l));
+    buckets.push_back({{"tokens", plan.tokens}, {"launches", list}});
   }
   return {
       {"model", b.model},
@@ -87,7 +101,86 @@ Json programJson(const Bundle &b) {
       {"counters", p.counters},
       {"kernels", kernels},
       {"weights", weights},
-      {"decode", {{"logits_offset", p.decodeLogits}, {"launches", launches}}}};
+      {"decode", {{"logits_offset", p.decodeLogits}, {"launches", launches}}},
+      {"prefill", {{"logits_offset", p.prefillLogits}, {"buckets", buckets}}}};
+}
+
+/// One launch, every reference inside it checked against the Program so far
+/// (kernels, weights, regions).
+absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
+                                  const std::map<std::string, bool> &weights) {
+  Launch launch{kGemm, l.at("name").get<std::string>(), {1, 1, 1}, 0, {}};
+  int params = 3; // a GEMM's A, W, C
+  if (l.contains("gemm")) {
+    const Json &g = l.at("gemm");
+    launch.gemm = {g.at("m").get<int64_t>(), g.at("n").get<int64_t>(),
+                   g.at("k").get<int64_t>()};
+    if (launch.gemm.m <= 0 || launch.gemm.n <= 0 || launch.gemm.k <= 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " has an empty GEMM"));
+  } else {
+    launch.kernel = l.at("kernel").get<int>();
+    launch.grid = l.at("grid").get<std::array<int64_t, 3>>();
+    launch.blockThreads = l.at("block").get<int64_t>();
+    if (launch.kernel < 0 || launch.kernel >= int(p.kernels.size()))
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " names kernel ", launch.kernel,
+                       " of ", p.kernels.size()));
+    params = p.kernels[launch.kernel].params;
+  }
+  for (const Json &a : l.at("args")) {
+    std::string region = a.at("region").get<std::string>();
+    auto it = std::find_if(regionNames().begin(), regionNames().end(),
+                           [&](auto &e) { return e.second == region; });
+    if (it == regionNames().end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch ", launch.name, " has an argument in region '", region, "'"));
+    Argument arg(it->first, a.value("offset", int64_t(0)),
+                 a.value("name", std::string()));
+    if (arg.region == Region::Weight && !weights.count(arg.weight))
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " reads weight '", arg.weight,
+                       "', which the manifest lacks"));
+    if ((arg.region == Region::Arena && arg.offset >= p.arenaBytes) ||
+        (arg.region == Region::Pool && arg.offset >= p.poolBytes) ||
+        arg.offset < 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch ", launch.name, " has an argument outside its region"));
+    launch.args.push_back(std::move(arg));
+  }
+  // A launch with another argument count would hand the kernel garbage.
+  if (int(launch.args.size()) != params)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "launch ", launch.name, " passes ", launch.args.size(), " arguments, ",
+        launch.kernel == kGemm ? std::string("a GEMM")
+                               : "kernel " + p.kernels[launch.kernel].name,
+        " takes ", params));
+  // A GEMM's sizes are known here: A [m, k] f16 inside the arena, W a
+  // weight, C [m, n] f32 inside the workspace.
+  const GemmShape &g = launch.gemm;
+  if (launch.kernel == kGemm &&
+      (launch.args[0].region != Region::Arena ||
+       launch.args[0].offset + g.m * g.k * 2 > p.arenaBytes ||
+       launch.args[1].region != Region::Weight ||
+       launch.args[2].region != Region::Workspace ||
+       g.m * g.n > p.workspaceFloats))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "launch ", launch.name,
+        ": a GEMM reads A [m, k] f16 in the arena and a weight, and writes C "
+        "[m, n] f32 to the workspace; these do not fit"));
+  if (launch.kernel == kGemm) {
+    auto w = std::find_if(p.weights.begin(), p.weights.end(), [&](auto &e) {
+      return e.name == launch.args[1].weight;
+    });
+    int64_t rows = 0;
+    for (const WeightSource &src : w->sources)
+      rows += src.shape.size() == 2 ? src.shape[0] : 1;
+    if (rows != g.n || w->cols != g.k)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch ", launch.name, " multiplies by weight '", w->name, "' as [",
+          g.n, ", ", g.k, "]; it is [", rows, ", ", w->cols, "]"));
+  }
+  return launch;
 }
 
 /// Reads the Program back, checking every reference inside it.
@@ -125,44 +218,33 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   }
   p.decodeLogits = j.at("decode").at("logits_offset").get<int64_t>();
   for (const Json &l : j.at("decode").at("launches")) {
-    Launch launch{l.at("kernel").get<int>(),
-                  l.at("name").get<std::string>(),
-                  l.at("grid").get<std::array<int64_t, 3>>(),
-                  l.at("block").get<int64_t>(),
-                  {}};
-    if (launch.kernel < 0 || launch.kernel >= int(p.kernels.size()))
-      return absl::InvalidArgumentError(
-          absl::StrCat("launch ", launch.name, " names kernel ", launch.kernel,
-                       " of ", p.kernels.size()));
-    for (const Json &a : l.at("args")) {
-      std::string region = a.at("region").get<std::string>();
-      auto it = std::find_if(regionNames().begin(), regionNames().end(),
-                             [&](auto &e) { return e.second == region; });
-      if (it == regionNames().end())
-        return absl::InvalidArgumentError(
-            absl::StrCat("launch ", launch.name, " has an argument in region '",
-                         region, "'"));
-      Argument arg(it->first, a.value("offset", int64_t(0)),
-                   a.value("name", std::string()));
-      if (arg.region == Region::Weight && !weightNames.count(arg.weight))
-        return absl::InvalidArgumentError(
-            absl::StrCat("launch ", launch.name, " reads weight '", arg.weight,
-                         "', which the manifest lacks"));
-      if ((arg.region == Region::Arena && arg.offset >= p.arenaBytes) ||
-          (arg.region == Region::Pool && arg.offset >= p.poolBytes) ||
-          arg.offset < 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "launch ", launch.name, " has an argument outside its region"));
-      launch.args.push_back(std::move(arg));
-    }
-    // A launch with another argument count would hand the kernel garbage.
-    if (int(launch.args.size()) != p.kernels[launch.kernel].params)
-      return absl::InvalidArgumentError(
-          absl::StrCat("launch ", launch.name, " passes ", launch.args.size(),
-                       " arguments, kernel ", p.kernels[launch.kernel].name,
-                       " takes ", p.kernels[launch.kernel].params));
-    p.decode.push_back(std::move(launch));
+    auto launch = readLaunch(l, p, weightNames);
+    if (!launch.ok())
+      return launch.status();
+    p.decode.push_back(std::move(*launch));
   }
+  p.prefillLogits = j.at("prefill").at("logits_offset").get<int64_t>();
+  for (const Json &bucket : j.at("prefill").at("buckets")) {
+    PrefillPlan plan{bucket.at("tokens").get<int64_t>(), {}};
+    if (plan.tokens <= 0 || plan.tokens > p.maxPositions ||
+        (!p.prefill.empty() && plan.tokens <= p.prefill.back().tokens))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prefill bucket of ", plan.tokens,
+          " tokens: buckets must grow and stay within max_positions"));
+    for (const Json &l : bucket.at("launches")) {
+      auto launch = readLaunch(l, p, weightNames);
+      if (!launch.ok())
+        return launch.status();
+      if (launch->kernel == kGemm && launch->gemm.m != plan.tokens)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "launch ", launch->name, " multiplies ", launch->gemm.m,
+            " rows in the bucket of ", plan.tokens, " tokens"));
+      plan.launches.push_back(std::move(*launch));
+    }
+    p.prefill.push_back(std::move(plan));
+  }
+  if (p.prefill.empty())
+    return absl::InvalidArgumentError("the program has no prefill bucket");
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kiln {
@@ -55,6 +56,10 @@ EmuDevice::create(Program program, const WeightSet &weights) {
   for (int64_t b = 0; b < program.poolBlocks; ++b)
     dev->blockTable_.push_back(int32_t(b));
   dev->workspace_.assign(program.workspaceFloats, 0.0f);
+  // Tokens and positions: one per row of the largest prefill bucket.
+  int64_t rows = program.prefill.empty() ? 1 : program.prefill.back().tokens;
+  dev->tokens_.assign(std::max<int64_t>(rows, 1), 0);
+  dev->positions_.assign(std::max<int64_t>(rows, 1), 0);
   dev->counters_.assign(program.counters, 0);
   dev->program_ = std::move(program);
   return dev;
@@ -80,8 +85,27 @@ void *EmuDevice::address(const Argument &a) {
     return counters_.data();
   case Region::Sampled:
     return sampled_.data();
+  case Region::Count:
+    return count_.data();
   }
   return nullptr;
+}
+
+void EmuDevice::run(const std::vector<Launch> &launches) {
+  for (const Launch &l : launches) {
+    std::vector<void *> args;
+    for (const Argument &a : l.args)
+      args.push_back(address(a));
+    if (l.kernel == kGemm) {
+      gemm(l.gemm, static_cast<const uint16_t *>(args[0]),
+           static_cast<const uint16_t *>(args[1]),
+           static_cast<float *>(args[2]));
+      continue;
+    }
+    kernels_[l.kernel](unsigned(l.grid[0]), unsigned(l.grid[1]),
+                       unsigned(l.grid[2]), unsigned(l.blockThreads),
+                       args.data());
+  }
 }
 
 absl::StatusOr<std::vector<float>> EmuDevice::decode(int32_t token,
@@ -92,14 +116,8 @@ absl::StatusOr<std::vector<float>> EmuDevice::decode(int32_t token,
         program_.poolBlocks * program_.blockSize, " tokens)"));
   tokens_[0] = token;
   positions_[0] = position;
-  for (const Launch &l : program_.decode) {
-    std::vector<void *> args;
-    for (const Argument &a : l.args)
-      args.push_back(address(a));
-    kernels_[l.kernel](unsigned(l.grid[0]), unsigned(l.grid[1]),
-                       unsigned(l.grid[2]), unsigned(l.blockThreads),
-                       args.data());
-  }
+  count_[0] = 1;
+  run(program_.decode);
   std::vector<float> logits(program_.vocab); // [V]
   std::memcpy(logits.data(), arena_.data() + program_.decodeLogits,
               logits.size() * sizeof(float));
@@ -109,14 +127,50 @@ absl::StatusOr<std::vector<float>> EmuDevice::decode(int32_t token,
 absl::StatusOr<std::vector<float>>
 EmuDevice::prefill(std::span<const int32_t> tokens,
                    std::span<const int32_t> positions) {
-  std::vector<float> out; // [S, V]
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    auto row = decode(tokens[i], positions[i]);
-    if (!row.ok())
-      return row.status();
-    out.insert(out.end(), row->begin(), row->end());
+  for (int32_t p : positions)
+    if (p < 0 || p >= program_.poolBlocks * program_.blockSize)
+      return absl::InvalidArgumentError(
+          absl::StrCat("emu device: position ", p, " is outside the KV pool (",
+                       program_.poolBlocks * program_.blockSize, " tokens)"));
+  std::vector<float> logits; // [S, V]
+  // A prompt longer than the largest bucket runs in chunks of it: each
+  // chunk's attention reads the earlier chunks' keys from the pool.
+  int64_t largest = program_.prefill.back().tokens;
+  for (size_t begin = 0; begin < tokens.size(); begin += largest) {
+    size_t n = std::min<size_t>(largest, tokens.size() - begin);
+    const PrefillPlan &plan = program_.prefillFor(int64_t(n));
+    // The bucket's padding rows hold token 0 at position 0; the kernels
+    // skip them (they read count).
+    std::fill(tokens_.begin(), tokens_.end(), 0);
+    std::fill(positions_.begin(), positions_.end(), 0);
+    std::copy_n(tokens.begin() + begin, n, tokens_.begin());
+    std::copy_n(positions.begin() + begin, n, positions_.begin());
+    count_[0] = int32_t(n);
+    run(plan.launches);
+    const float *rows =
+        reinterpret_cast<const float *>(arena_.data() + program_.prefillLogits);
+    logits.insert(logits.end(), rows, rows + n * program_.vocab);
   }
-  return out;
+  return logits;
+}
+
+void EmuDevice::gemm(const GemmShape &s, const uint16_t *a, const uint16_t *w,
+                     float *c) {
+  // cuBLAS's contract: f16 inputs, fp32 products and sums, f32 out.
+  std::vector<float> row(s.k), wf(s.n * s.k); // [K], [N, K]
+  for (int64_t i = 0; i < s.n * s.k; ++i)
+    wf[i] = halfToFloat(w[i]);
+  for (int64_t m = 0; m < s.m; ++m) {
+    for (int64_t k = 0; k < s.k; ++k)
+      row[k] = halfToFloat(a[m * s.k + k]);
+    for (int64_t n = 0; n < s.n; ++n) {
+      const float *wr = &wf[n * s.k];
+      float acc = 0.0f;
+      for (int64_t k = 0; k < s.k; ++k)
+        acc += row[k] * wr[k];
+      c[m * s.n + n] = acc;
+    }
+  }
 }
 
 } // namespace kiln

@@ -15,9 +15,9 @@ namespace kiln {
 
 /// Runs a Program's kernels (the very CUDA C++ that NVRTC compiles) on the
 /// CPU, with the same buffers a GPU would have: the f16 weight buffers the
-/// manifest describes, the activation arena, the paged KV pool. Prefill
-/// runs the decode step once per prompt token (same numbers; the batched
-/// prefill kernels come later).
+/// manifest describes, the activation arena, the paged KV pool. The plan's
+/// cuBLAS GEMMs run as a host matmul with cuBLAS's numbers (f16 in, fp32
+/// accumulation, f32 out).
 class EmuDevice : public Device {
 public:
   static absl::StatusOr<std::unique_ptr<EmuDevice>>
@@ -34,12 +34,16 @@ public:
 
 private:
   void *address(const Argument &a);
+  void run(const std::vector<Launch> &launches);
+  static void gemm(const GemmShape &s, const uint16_t *a, const uint16_t *w,
+                   float *c);
 
   Program program_;
   std::vector<EmuLaunchFn> kernels_;
   std::map<std::string, std::vector<uint16_t>> weights_; // f16 bits
   std::vector<uint8_t> arena_, pool_;
-  std::vector<int32_t> tokens_{0}, positions_{0}, sampled_{0}, blockTable_;
+  std::vector<int32_t> tokens_, positions_, blockTable_; // [rows], [blocks]
+  std::vector<int32_t> sampled_{0}, count_{0};           // [1]
   std::vector<float> workspace_;
   std::vector<uint32_t> counters_;
 };

@@ -2,9 +2,10 @@
 //-*-===//
 //
 // The compiler's output as the runtime sees it, with no MLIR: the kernels'
-// code, the weight manifest, the memory plan (arena, KV pool) and the
-// decode step's launches with every argument bound to a buffer. The bundle
-// (kiln compile -o model.kiln) will be this, written down.
+// code, the weight manifest, the memory plan (arena, KV pool), the launches
+// of the decode step and of prefill (one plan per sequence-length bucket)
+// with every argument bound to a buffer. The bundle (kiln compile -o
+// model.kiln) is this, written down.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_PROGRAM_H
@@ -26,9 +27,10 @@ enum class Region {
   Tokens,     // int32 token ids of the step
   Positions,  // int32 positions of the step
   BlockTable, // int32 block table of the sequence
-  Workspace,  // float scratch
+  Workspace,  // float scratch: split-KV partials, a GEMM's output
   Counters,   // uint32 counters, zero between launches
   Sampled,    // int32: the token the step's sampling kernel chose
+  Count,      // int32 [1]: the step's real token count (a bucket pads it)
 };
 
 struct Argument {
@@ -48,12 +50,30 @@ struct KernelCode {
   int params = 0;         // how many arguments every launch passes
 };
 
+/// A matmul the runtime hands to cuBLAS: C[m, n] f32 = A[m, k] f16 .
+/// W[n, k]^T f16, accumulated in fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F).
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+/// Launch::kernel of a cuBLAS GEMM; its args are A, W, C.
+constexpr int kGemm = -1;
+
 struct Launch {
-  int kernel;       // index into Program::kernels
+  int kernel;       // index into Program::kernels, or kGemm
   std::string name; // kiln.name: the op's provenance
   std::array<int64_t, 3> grid;
   int64_t blockThreads;
   std::vector<Argument> args;
+  GemmShape gemm = {}; // when kernel == kGemm
+};
+
+/// Prefill of up to `tokens` tokens: the launches are sized for exactly
+/// that many rows; a shorter prompt is padded, and the kernels skip the rows
+/// at and past Region::Count.
+struct PrefillPlan {
+  int64_t tokens = 0;
+  std::vector<Launch> launches; // ending with its sampling
 };
 
 /// A checkpoint tensor a weight buffer is built from.
@@ -79,8 +99,19 @@ struct Program {
   int64_t arenaBytes = 0;
   int64_t poolBytes = 0, poolBlocks = 0, blockSize = 0;
   int64_t workspaceFloats = 0, counters = 0;
-  std::vector<Launch> decode; // one new token, ending with its sampling
-  int64_t decodeLogits = 0;   // arena offset of the [1, V] f32 logits
+  std::vector<Launch> decode;       // one new token, ending with its sampling
+  int64_t decodeLogits = 0;         // arena offset of the [1, V] f32 logits
+  std::vector<PrefillPlan> prefill; // by ascending tokens; never empty
+  int64_t prefillLogits = 0;        // arena offset of the [S, V] f32 logits
+
+  /// The smallest prefill plan that holds `tokens`, else the largest: a
+  /// longer prompt runs in chunks of it.
+  const PrefillPlan &prefillFor(int64_t tokens) const {
+    for (const PrefillPlan &plan : prefill)
+      if (plan.tokens >= tokens)
+        return plan;
+    return prefill.back();
+  }
 };
 
 } // namespace kiln

@@ -19,12 +19,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -191,16 +191,25 @@ template <typename... A> void call(void (*f)(A...), void **args) {
 
 inline void __syncthreads() { kiln_emu::yield(kiln_emu::Wait::Block); }
 
-/// Lane ^ mask's value: every lane posts, the warp meets, every lane reads,
-/// the warp meets again (so no lane overwrites a value not yet read).
-inline float __shfl_xor_sync(unsigned, float v, int mask) {
-  kiln_emu::Thread &t = kiln_emu::self();
-  std::vector<float> &lanes = kiln_emu::block->lanes;
+namespace kiln_emu {
+/// Lane `from(lane)`'s value: every lane posts, the warp meets, every lane
+/// reads, the warp meets again (so no lane overwrites a value not yet read).
+template <typename From> float shuffle(float v, From from) {
+  Thread &t = self();
+  std::vector<float> &lanes = block->lanes;
   lanes[t.linear] = v;
-  kiln_emu::yield(kiln_emu::Wait::Warp);
-  const float r = lanes[(t.linear & ~31) | ((t.linear & 31) ^ mask)];
-  kiln_emu::yield(kiln_emu::Wait::Warp);
+  yield(Wait::Warp);
+  const float r = lanes[(t.linear & ~31) | (from(t.linear & 31) & 31)];
+  yield(Wait::Warp);
   return r;
+}
+} // namespace kiln_emu
+
+inline float __shfl_xor_sync(unsigned, float v, int mask) {
+  return kiln_emu::shuffle(v, [&](int lane) { return lane ^ mask; });
+}
+inline float __shfl_sync(unsigned, float v, int src) {
+  return kiln_emu::shuffle(v, [&](int) { return src; });
 }
 
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }

@@ -41,5 +41,5 @@ func.func @weights(%x: tensor<4x64xf16>) -> tensor<4x64xf16> {
 }
 
 // ATTR: module attributes {kiln.arena_bytes = 1536 : i64, kiln.arena_peak_bytes = 1536 : i64}
-// ATTR: func.func @chain{{.*}} attributes {kiln.arena_bytes = 1024 : i64, kiln.arena_peak_bytes = 1024 : i64}
+// ATTR: func.func @chain{{.*}} attributes {kiln.arena_bytes = 1024 : i64, kiln.arena_peak_bytes = 1024 : i64, kiln.arena_tokens = 2048 : i64}
 // ATTR: kiln.silu %{{.*}} {kiln.arena_offsets = array<i64: 0>}

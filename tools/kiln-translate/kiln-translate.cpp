@@ -2,9 +2,11 @@
 //
 //   kiln-translate --kiln-to-cuda model.mlir
 //
-// prints the CUDA C++ of every distinct kernel of @decode (of every
-// function when there is no @decode), as NVRTC compiles it. The input is
-// kiln IR after the pipeline (kiln compile -o, or kiln-opt --kiln-pipeline).
+// prints the CUDA C++ of every distinct kernel of every function (@prefill,
+// @decode), as NVRTC compiles it, with its launch shape (S: the prefill's
+// token count). The input is kiln IR after the pipeline (kiln compile -o,
+// or kiln-opt --kiln-pipeline). Prefill's cuBLAS GEMMs are not kernels of
+// ours; the epilogue that follows each is marked.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -19,23 +21,27 @@ using namespace mlir;
 
 int main(int argc, char **argv) {
   TranslateFromMLIRRegistration toCuda(
-      "kiln-to-cuda", "print the CUDA C++ of the decode step's kernels",
+      "kiln-to-cuda", "print the CUDA C++ of every kernel",
       [](Operation *op, raw_ostream &os) -> LogicalResult {
         auto module = cast<ModuleOp>(op);
-        SmallVector<Operation *> functions;
-        if (auto decode = module.lookupSymbol<func::FuncOp>("decode"))
-          functions.push_back(decode);
-        else
-          for (auto fn : module.getOps<func::FuncOp>())
-            functions.push_back(fn);
-        for (Operation *fn : functions) {
+        for (auto fn : module.getOps<func::FuncOp>()) {
           auto kernels = kiln::emitCudaKernels(fn, kiln::CodegenOptions());
           if (!kernels)
             return fn->emitError() << toString(kernels.takeError());
           for (const kiln::CudaKernel &k : *kernels) {
             os << "//===--- " << k.kernel << " ---===//\n";
-            os << "// launch: grid (" << k.grid[0] << ", " << k.grid[1] << ", "
-               << k.grid[2] << "), " << k.blockThreads << " threads\n";
+            os << "// launch: grid (";
+            for (int axis = 0; axis < 3; ++axis) {
+              os << (axis ? ", " : "");
+              if (axis != k.rowAxis)
+                os << k.grid[axis];
+              else if (k.rowsPerBlock == 1)
+                os << "S";
+              else
+                os << "ceil(S / " << k.rowsPerBlock << ")";
+            }
+            os << "), " << k.blockThreads << " threads"
+               << (k.afterGemm ? ", after a cuBLAS GEMM" : "") << "\n";
             os << k.source << "\n";
           }
         }

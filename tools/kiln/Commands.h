@@ -25,9 +25,9 @@ extern llvm::cl::opt<std::string> dtypeFlag;
 extern llvm::cl::opt<bool> fusionFlag;
 extern llvm::cl::opt<std::string> cacheDirFlag;
 
-/// The frontend options the shared flags (--dtype, --fusion, --rope-layout)
-/// ask for.
-FrontendOptions frontendOptions();
+/// The frontend options the shared flags (--dtype, --fusion, --rope-layout,
+/// --prefill-tokens) ask for; a usage error names the bad flag.
+absl::StatusOr<FrontendOptions> frontendOptions();
 
 /// Each returns the process exit code: 0, 1 (bad input) or 2 (bad usage).
 int runCompile();

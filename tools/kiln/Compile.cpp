@@ -52,8 +52,9 @@ cl::opt<std::string> dumpDir("dump-dir",
                              cl::sub(compileCommand()));
 cl::list<std::string> targets(
     "target",
-    cl::desc("Compile the decode kernels with NVRTC for these GPU targets "
-             "(sm_80,sm_86,sm_89,sm_90) and report registers and spills"),
+    cl::desc("Compile every kernel (prefill, decode, sampling) with NVRTC "
+             "for these GPU targets (sm_80,sm_86,sm_89,sm_90) and report "
+             "registers and spills"),
     cl::CommaSeparated, cl::sub(compileCommand()));
 cl::opt<bool> printLocations("print-locations",
                              cl::desc("Print each op's Hugging Face module "
@@ -85,7 +86,9 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
     // One pass manager for the whole pipeline, or one per stage when each
     // stage's IR is wanted.
     std::vector<const PipelineStage *> groups;
-    for (const PipelineStage &stage : kilnPipelineStages())
+    std::vector<PipelineStage> stages =
+        kilnPipelineStages({opts.prefillTokens});
+    for (const PipelineStage &stage : stages)
       groups.push_back(&stage);
     for (size_t i = 0; i < groups.size();) {
       PassManager pm(&ctx);
@@ -195,11 +198,10 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
 } // namespace
 
 int runCompile() {
-  FrontendOptions opts = frontendOptions();
-  if (opts.dtype != "f16" && opts.dtype != "bf16" && opts.dtype != "f32")
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-                    "--dtype: '", opts.dtype, "' is not f16, bf16 or f32")),
-                2);
+  auto optsOr = frontendOptions();
+  if (!optsOr.ok())
+    return fail(optsOr.status(), 2);
+  FrontendOptions opts = *optsOr;
   if (dumpIrAfterAll && dumpDir.empty())
     return fail(absl::InvalidArgumentError(
                     "--dump-ir-after-all: name the folder with --dump-dir"),
@@ -286,27 +288,30 @@ int runCompile() {
   }
   llvm::outs() << bundleReport;
   if (!targets.empty()) {
-    auto decode = compiled->module->lookupSymbol<func::FuncOp>("decode");
-    auto kernels = emitCudaKernels(decode, CodegenOptions());
-    if (!kernels)
-      return fail(absl::InvalidArgumentError(toString(kernels.takeError())));
+    auto program = buildProgram(*compiled->module, CodegenOptions());
+    if (!program)
+      return fail(absl::InvalidArgumentError(toString(program.takeError())));
     std::vector<std::string> archs(targets.begin(), targets.end());
     for (const std::string &t : archs)
       if (!StringRef(t).starts_with("sm_"))
         return fail(absl::InvalidArgumentError(absl::StrCat(
                         "--target: '", t, "' is not a target like sm_90")),
                     2);
-    std::vector<KernelCode> code;
-    for (const CudaKernel &k : *kernels)
-      code.push_back(
-          {k.kernel, k.entry, k.source, k.provenance, int(k.params.size())});
+    const std::vector<KernelCode> &code = program->kernels;
     KernelCache cache(cacheDirFlag.empty() ? KernelCache::defaultDir()
                                            : std::string(cacheDirFlag));
     int hits = 0;
     auto compiledKernels = compileKernelsCached(code, archs, cache, hits);
     if (!compiledKernels) // the kernel, its provenance and NVRTC's log
       return fail(absl::InternalError(toString(compiledKernels.takeError())));
-    llvm::outs() << "  kernels   " << kernels->size() << " for @decode, NVRTC "
+    auto count = [&](StringRef prefix) {
+      return llvm::count_if(code, [&](const KernelCode &k) {
+        return StringRef(k.name).starts_with(prefix);
+      });
+    };
+    llvm::outs() << "  kernels   " << code.size() << " (" << count("prefill.")
+                 << " for @prefill, " << count("decode.") << " for @decode, "
+                 << count("sampling.") << " sampling), NVRTC "
                  << nvrtcVersionString() << ": "
                  << compiledKernels->size() - hits << " compiled, " << hits
                  << " from the kernel cache\n";

@@ -3,6 +3,7 @@
 #include "runtime/SafeTensors.h"
 #include "tools/kiln/Commands.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -13,6 +14,26 @@ namespace {
 cl::opt<std::string> bundlePath(cl::Positional, cl::desc("BUNDLE"),
                                 cl::Required, cl::sub(inspectCommand()));
 
+void printLaunches(const Program &p, const std::vector<Launch> &launches) {
+  auto &os = llvm::outs();
+  for (const Launch &l : launches) {
+    if (l.kernel == kGemm)
+      os << llvm::formatv("    {0,-34} cuBLAS GEMM [{1}, {2}] . [{3}, {2}]^T:",
+                          l.name, l.gemm.m, l.gemm.k, l.gemm.n);
+    else
+      os << llvm::formatv("    {0,-34} {1} grid ({2}, {3}, {4}) x {5}:", l.name,
+                          p.kernels[l.kernel].name, l.grid[0], l.grid[1],
+                          l.grid[2], l.blockThreads);
+    for (const Argument &a : l.args) {
+      os << " " << regionName(a.region);
+      if (a.region == Region::Arena || a.region == Region::Pool)
+        os << "+" << a.offset;
+      if (a.region == Region::Weight)
+        os << "(" << a.weight << ")";
+    }
+    os << "\n";
+  }
+}
 } // namespace
 
 int runInspect() {
@@ -62,18 +83,20 @@ int runInspect() {
   }
   os << "  decode    " << p.decode.size()
      << " launches, logits (f32) at arena offset " << p.decodeLogits << "\n";
-  for (const Launch &l : p.decode) {
-    os << llvm::formatv("    {0,-34} {1} grid ({2}, {3}, {4}) x {5}:", l.name,
-                        p.kernels[l.kernel].name, l.grid[0], l.grid[1],
-                        l.grid[2], l.blockThreads);
-    for (const Argument &a : l.args) {
-      os << " " << regionName(a.region);
-      if (a.region == Region::Arena || a.region == Region::Pool)
-        os << "+" << a.offset;
-      if (a.region == Region::Weight)
-        os << "(" << a.weight << ")";
-    }
-    os << "\n";
+  printLaunches(p, p.decode);
+  os << "  prefill   " << p.prefill.size()
+     << " buckets, logits (f32) at arena offset " << p.prefillLogits << "\n";
+  for (const PrefillPlan &plan : p.prefill) {
+    int64_t gemms = llvm::count_if(
+        plan.launches, [](const Launch &l) { return l.kernel == kGemm; });
+    os << llvm::formatv("    up to {0,-5} tokens: {1} launches, {2} of them "
+                        "cuBLAS GEMMs\n",
+                        plan.tokens, plan.launches.size(), gemms);
+  }
+  // Every bucket runs the same kernels; the smallest shows them.
+  if (!p.prefill.empty()) {
+    os << "  prefill of up to " << p.prefill.front().tokens << " tokens\n";
+    printLaunches(p, p.prefill.front().launches);
   }
   return 0;
 }

@@ -1,6 +1,8 @@
 //===- Options.cpp - the subcommands and the options they share -----------===//
 #include "tools/kiln/Commands.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace cl = llvm::cl;
 
 namespace kiln {
@@ -59,12 +61,26 @@ cl::opt<bool> decomposeSoftmaxFlag(
              "do (exercises kiln-fuse-softmax)"),
     cl::Hidden, cl::sub(compileCommand()), cl::sub(runCommand()));
 
-FrontendOptions frontendOptions() {
+cl::opt<int64_t> prefillTokensFlag(
+    "prefill-tokens",
+    cl::desc("Tokens of the largest prefill the arena holds (default 2048, "
+             "capped at the context); longer prompts run in chunks of it"),
+    cl::init(2048), cl::sub(compileCommand()), cl::sub(runCommand()));
+
+absl::StatusOr<FrontendOptions> frontendOptions() {
   FrontendOptions opts;
+  if (dtypeFlag != "f16" && dtypeFlag != "bf16" && dtypeFlag != "f32")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype: '", std::string(dtypeFlag), "' is not f16, bf16 or f32"));
+  if (prefillTokensFlag <= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prefill-tokens: ", int64_t(prefillTokensFlag),
+                     " is not a positive token count"));
   opts.dtype = dtypeFlag;
   opts.fusion = fusionFlag;
   opts.ropeLayout = ropeLayoutFlag;
   opts.decomposeSoftmax = decomposeSoftmaxFlag;
+  opts.prefillTokens = prefillTokensFlag;
   return opts;
 }
 

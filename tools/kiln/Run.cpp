@@ -136,7 +136,10 @@ int runRun() {
       return fail(s);
     dev = EmuDevice::create(std::move(bundle->program), *weights);
   } else {
-    auto compiledOr = compileModel(ctx, model, frontendOptions());
+    auto opts = frontendOptions();
+    if (!opts.ok())
+      return fail(opts.status(), 2);
+    auto compiledOr = compileModel(ctx, model, *opts);
     if (!compiledOr.ok())
       return fail(compiledOr.status());
     auto *compiled = &compiledModel.emplace(std::move(*compiledOr));

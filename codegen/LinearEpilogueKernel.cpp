@@ -1,0 +1,92 @@
+//===- LinearEpilogueKernel.cpp - prefill matmuls after cuBLAS ------------===//
+//
+// Prefill's fused_linear (and linear, logits) is a cuBLAS GEMM of x and W
+// into the f32 workspace, then this kernel: one block per token row applies
+// what decode's GEMV fuses. The RMSNorm prologue becomes a scale of the
+// row's outputs (x . (g*W)^T / rms(x) equals (x / rms(x)) . (g*W)^T, and
+// the norm weight g is folded into W), SwiGLU pairs gate column j with up
+// column F + j, the residual is added, and the results are stored. Rows at
+// and past the real token count (a bucket's padding) are skipped.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+#include "ir/KilnOps.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
+                                              const CodegenOptions &opts) {
+  Value input = op->getOperand(0), weight = op->getOperand(1);
+  auto w = cast<RankedTensorType>(weight.getType());
+  int64_t n = w.getDimSize(0), kdim = w.getDimSize(1);
+  std::optional<double> eps;
+  bool swiglu = false;
+  Value residual;
+  if (auto f = dyn_cast<FusedLinearOp>(op)) {
+    if (auto e = f.getNormEpsilon())
+      eps = e->convertToDouble();
+    swiglu = f.getSwiglu();
+    residual = f.getResidual();
+  }
+  if (llvm::Error e = requireF16(w.getElementType()))
+    return std::move(e);
+  if (llvm::Error e =
+          requireF16(cast<RankedTensorType>(input.getType()).getElementType()))
+    return std::move(e);
+  int64_t tasks = swiglu ? n / 2 : n;
+  int threads = opts.epilogueThreads;
+
+  CudaKernel k = kernelFor(op);
+  k.afterGemm = true;
+  k.params = {{ParamKind::Activation, "x"}, {ParamKind::Workspace, "c"}};
+  if (residual)
+    k.params.push_back({ParamKind::Activation, "residual"});
+  k.params.push_back({ParamKind::Count, "count"});
+  k.grid = {1, 1, 1};
+  k.rowAxis = 0;
+  k.blockThreads = threads;
+  ResultStores outs = resultStores(op, k);
+
+  std::string src = cudaPrelude();
+  llvm::raw_string_ostream os(src);
+  os << "\n// kernel " << k.kernel << ": the epilogue of C[S, " << n
+     << "] = x[S, " << kdim << "] . W[" << n << ", " << kdim << "]^T (cuBLAS)"
+     << (eps ? ", RMSNorm scale" : "") << (swiglu ? ", SwiGLU" : "")
+     << (residual ? ", residual" : "") << "\n";
+  os << "constexpr int K = " << kdim << ", N = " << n << ", TASKS = " << tasks
+     << ", VEC = " << vectorWidth(kdim) << ", THREADS = " << threads << ";\n";
+  os << "constexpr bool NORM = " << (eps ? "true" : "false")
+     << ", SWIGLU = " << (swiglu ? "true" : "false")
+     << ", RESIDUAL = " << (residual ? "true" : "false") << ";\n";
+  os << "constexpr float EPS = " << floatLiteral(eps.value_or(0)) << ";\n\n";
+  os << outs.store;
+  os << R"cuda(
+// x [S, K] f16 (the GEMM's input), c [S, N] f32 (its output),
+// residual [S, TASKS] f16, count [1] i32; grid (S), block (THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
+     << k.entry << "(\n    const __half *__restrict__ x, const float *"
+     << "__restrict__ c,\n    "
+     << (residual ? "const __half *__restrict__ residual, " : "")
+     << "const int *__restrict__ count" << outs.params << ") {\n";
+  os << R"cuda(  const long long row = blockIdx.x;
+  if (row >= count[0])
+    return; // padding: the whole block leaves together
+  const float scale = kiln_prologue_scale<K, VEC, NORM>(x + row * K, EPS);
+  const float *c_row = c + row * N;
+  for (int col = threadIdx.x; col < TASKS; col += THREADS) {
+    float y = scale * c_row[col];
+    if constexpr (SWIGLU)
+      y = kiln_silu(y) * (scale * c_row[col + TASKS]);
+)cuda";
+  if (residual)
+    os << "    y += __half2float(residual[row * TASKS + col]);\n";
+  os << "    kiln_store(row, col, y" << outs.names << ");\n  }\n}\n";
+  k.source = src;
+  return k;
+}
+
+} // namespace kiln

@@ -1,0 +1,67 @@
+//===- QkvEpilogueKernel.cpp - prefill kiln.fused_qkv after cuBLAS --------===//
+//
+// Prefill's QKV matmul is a cuBLAS GEMM of x and the packed [q | k | v]
+// weight into the f32 workspace; this kernel, one block per token row,
+// scales the row by its RMSNorm factor (the norm weight is folded into W),
+// stores q, rotates k by the token's position and writes k and v into the
+// token's slot of the paged pool: the same tasks as decode's kernel
+// (kiln_qkv_task), reading the matmul from memory instead of computing it.
+// Rows at and past the real token count (a bucket's padding) are skipped.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
+                                           const CodegenOptions &opts) {
+  auto shape = qkvShape(op);
+  if (!shape)
+    return shape.takeError();
+  int threads = opts.epilogueThreads;
+
+  CudaKernel k = kernelFor(op);
+  k.afterGemm = true;
+  k.params = {{ParamKind::Activation, "x"},
+              {ParamKind::Workspace, "c"},
+              {ParamKind::KCache, "k_cache"},
+              {ParamKind::VCache, "v_cache"},
+              {ParamKind::BlockTable, "block_table"},
+              {ParamKind::Positions, "positions"},
+              {ParamKind::Count, "count"},
+              {ParamKind::Activation, "q"}};
+  k.grid = {1, 1, 1};
+  k.rowAxis = 0;
+  k.blockThreads = threads;
+  k.source = cudaPrelude() + shape->header +
+             "constexpr int THREADS = " + std::to_string(threads) + ";\n" +
+             R"cuda(
+// x [S, K] f16 (the GEMM's input), c [S, N] f32 (its output), k_cache/v_cache:
+// this layer's keys and values in the pool, slot-major [slot, KVW] f16;
+// positions [S] i32, count [1] i32, q [S, QW] f16.
+// grid (S), block (THREADS): a block per token, a thread per task
+extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
+             k.entry + R"cuda((
+    const __half *__restrict__ x, const float *__restrict__ c,
+    __half *__restrict__ k_cache, __half *__restrict__ v_cache,
+    const int *__restrict__ block_table, const int *__restrict__ positions,
+    const int *__restrict__ count, __half *__restrict__ q) {
+  const long long row = blockIdx.x;
+  if (row >= count[0])
+    return; // padding: the whole block leaves together
+  const float scale = kiln_prologue_scale<K, VEC, NORM>(x + row * K, EPS);
+  const float *c_row = c + row * N;
+  const int pos = positions[row];
+  const long long slot = kiln_slot(block_table, pos, BLOCK_SIZE) * KVW;
+  auto value = [&](int col) { return scale * c_row[col]; };
+  for (int task = threadIdx.x; task < TASKS; task += THREADS)
+    kiln_qkv_task(task, pos, slot, value, true, q + row * QW, k_cache,
+                  v_cache);
+}
+)cuda";
+  return k;
+}
+
+} // namespace kiln
