@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Compile time of `kiln compile MODEL -o model.kiln` for one target, with a
-# cold kernel cache (every kernel through NVRTC) and a warm one. Prints a
+# Compile time of `kiln compile MODEL -o model.kiln` for one target (every
+# kernel of prefill, decode and sampling, and the launch plan of every
+# prefill bucket), with a cold kernel cache (every kernel through NVRTC) and
+# a warm one. Prints a
 # Markdown table row per case; `--record` appends them to bench/RESULTS.md.
 # Usage: bench/compile_time.sh [MODEL] [TARGET] [--record]
 set -euo pipefail
@@ -26,10 +28,11 @@ cold=$(for i in $(seq $runs); do rm -rf "$work/cache"; time_once; done | median)
 warm=$(for i in $(seq $runs); do time_once; done | median)
 kernels=$("$kiln" compile "$model" --target "$target" -o "$work/m.kiln" \
   --cache-dir "$work/cache" | sed -n 's/.*bundle .*: \([0-9]*\) kernels.*/\1/p')
+buckets=$("$kiln" inspect "$work/m.kiln" | sed -n 's/^  prefill *\([0-9]*\) buckets.*/\1/p')
 machine="$(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
-rows=$(printf '| %s | kiln compile %s -o model.kiln (%s kernels, %s) | cold kernel cache | %.2f s |\n| %s | kiln compile %s -o model.kiln (%s kernels, %s) | warm kernel cache | %.2f s |\n' \
-  "$(date +%F)" "$model" "$kernels" "$target" "$cold" \
-  "$(date +%F)" "$model" "$kernels" "$target" "$warm")
+what="kiln compile $model -o model.kiln ($kernels kernels, $buckets prefill buckets, $target)"
+rows=$(printf '| %s | %s | cold kernel cache | %.2f s |\n| %s | %s | warm kernel cache | %.2f s |\n' \
+  "$(date +%F)" "$what" "$cold" "$(date +%F)" "$what" "$warm")
 echo "machine: $machine; median of $runs runs"
 echo "$rows"
 if [ "${3:-}" = "--record" ]; then
