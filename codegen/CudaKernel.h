@@ -43,6 +43,7 @@ enum class ParamKind {
   Workspace,  // float scratch (split-KV partials)
   Counters,   // uint32 counters, zero between launches
   Count,      // int32 [1]: how many of the rows are real tokens
+  Sampling,   // the step's sampling parameters (runtime/Sampling.h)
 };
 
 struct KernelParam {
@@ -144,9 +145,9 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(mlir::Operation *op,
 llvm::Expected<CudaKernel> emitPrefillAttention(mlir::Operation *op,
                                                 const CodegenOptions &opts);
 
-/// Greedy sampling: the first index of the largest of `vocab` logits in the
-/// step's last row.
-CudaKernel emitArgmax(int64_t vocab);
+/// Sampling from the `vocab` logits of the step's last row: greedy, or
+/// temperature, top-k and top-p with a seed (runtime/Sampling.h).
+CudaKernel emitSampler(int64_t vocab);
 
 /// Every distinct kernel of `fn` (one per kiln.kernel), in order of first
 /// use. Fails, naming the op, for an op no template handles yet.

@@ -104,11 +104,13 @@ public:
       out.push_back(std::move(l));
     }
     // Sampling on the device, after the logits.
-    out.push_back({index.lookup("sampling.argmax"),
-                   "sampling.argmax",
-                   {1, 1, 1},
-                   kernels[index.lookup("sampling.argmax")].blockThreads,
+    const CudaKernel &sample = kernels[index.lookup("sampling.sample")];
+    out.push_back({index.lookup("sampling.sample"),
+                   "sampling.sample",
+                   sample.grid,
+                   sample.blockThreads,
                    {Argument(Region::Arena, logits), Argument(Region::Count),
+                    Argument(Region::Sampling), Argument(Region::Workspace),
                     Argument(Region::Sampled)}});
     return out;
   }
@@ -230,7 +232,7 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   if (!pool || !arenaOf(prefill) || !arenaOf(decode) || !maxTokens)
     return missing();
   auto vocab = cast<RankedTensorType>(decode.getResultTypes()[0]);
-  kernels.push_back(emitArgmax(vocab.getDimSize(1)));
+  kernels.push_back(emitSampler(vocab.getDimSize(1)));
 
   Program p;
   auto cache = cast<KVCacheType>(decode.getArgumentTypes()[2]);

@@ -22,7 +22,8 @@ const std::map<Region, std::string> &regionNames() {
       {Region::Pool, "pool"},           {Region::Tokens, "tokens"},
       {Region::Positions, "positions"}, {Region::BlockTable, "block_table"},
       {Region::Workspace, "workspace"}, {Region::Counters, "counters"},
-      {Region::Sampled, "sampled"},     {Region::Count, "count"}};
+      {Region::Sampled, "sampled"},     {Region::Count, "count"},
+      {Region::Sampling, "sampling"}};
   return names;
 }
 

@@ -2,6 +2,8 @@
 #ifndef KILN_RUNTIME_DEVICE_H
 #define KILN_RUNTIME_DEVICE_H
 
+#include "runtime/Sampling.h"
+
 #include "absl/status/statusor.h"
 
 #include <cstdint>
@@ -26,8 +28,10 @@ public:
   virtual absl::StatusOr<std::vector<float>> decode(int32_t token,
                                                     int32_t position) = 0;
   /// The token the device sampled after the last step, when it samples
-  /// (greedy: the argmax of the last logits row).
+  /// (by the rule of `setSampling`, from the last logits row).
   virtual std::optional<int32_t> sampledToken() const { return std::nullopt; }
+  /// How the next steps sample (a device that does not sample ignores it).
+  virtual void setSampling(const SamplingParams &) {}
 };
 
 } // namespace kiln

@@ -87,6 +87,8 @@ void *EmuDevice::address(const Argument &a) {
     return sampled_.data();
   case Region::Count:
     return count_.data();
+  case Region::Sampling:
+    return &sampling_;
   }
   return nullptr;
 }

@@ -31,6 +31,9 @@ public:
                                             int32_t position) override;
   /// The token the decode step's argmax kernel chose.
   std::optional<int32_t> sampledToken() const override { return sampled_[0]; }
+  void setSampling(const SamplingParams &params) override {
+    sampling_ = params;
+  }
 
 private:
   void *address(const Argument &a);
@@ -46,6 +49,7 @@ private:
   std::vector<int32_t> sampled_{0}, count_{0};           // [1]
   std::vector<float> workspace_;
   std::vector<uint32_t> counters_;
+  SamplingParams sampling_;
 };
 
 } // namespace kiln

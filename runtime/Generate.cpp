@@ -1,4 +1,4 @@
-//===- Generate.cpp - greedy generation -----------------------------------===//
+//===- Generate.cpp - generation on any device ----------------------------===//
 #include "runtime/Generate.h"
 #include "runtime/SafeTensors.h"
 
@@ -14,14 +14,6 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 } // namespace
-
-int32_t argmax(const float *row, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (row[i] > row[best])
-      best = i;
-  return int32_t(best);
-}
 
 absl::Status checkPrompt(const std::vector<int32_t> &prompt,
                          int64_t maxNewTokens, int64_t vocab,
@@ -43,15 +35,20 @@ absl::Status checkPrompt(const std::vector<int32_t> &prompt,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Generation> generateGreedy(Device &device,
-                                          const std::vector<int32_t> &prompt,
-                                          int64_t maxNewTokens, int64_t vocab) {
+absl::StatusOr<Generation> generate(Device &device,
+                                    const std::vector<int32_t> &prompt,
+                                    int64_t maxNewTokens, int64_t vocab,
+                                    const SamplingParams &sampling) {
   Generation g;
   g.vocab = vocab;
   g.prompt = prompt;
   std::vector<int32_t> positions(prompt.size()); // [P]
   std::iota(positions.begin(), positions.end(), 0);
 
+  // Step s of the run draws with (seed, s): a seed repeats a run.
+  SamplingParams params = sampling;
+  params.step = 0;
+  device.setSampling(params);
   auto start = std::chrono::steady_clock::now();
   auto logits = device.prefill(prompt, positions);
   if (!logits.ok())
@@ -59,28 +56,30 @@ absl::StatusOr<Generation> generateGreedy(Device &device,
   g.prefillSeconds = secondsSince(start);
   g.prefillLogits = std::move(*logits);
 
-  // A device that samples must agree with the host's argmax of the logits
-  // it returned: a disagreement is a kernel bug, not a choice.
-  auto pick = [&](const float *row, int64_t step) -> absl::StatusOr<int32_t> {
-    int32_t host = argmax(row, vocab);
+  // A device that samples must have followed the rule on the logits it
+  // returned: a token outside it is a kernel bug, not a choice.
+  auto pick = [&](const float *row) -> absl::StatusOr<int32_t> {
     std::optional<int32_t> sampled = device.sampledToken();
-    if (sampled && *sampled != host)
-      return absl::InternalError(
-          absl::StrCat(device.name(), " device: step ", step, " sampled token ",
-                       *sampled, ", the argmax of its logits is ", host));
-    return host;
+    if (!sampled)
+      return sampleOnHost(row, vocab, params);
+    if (absl::Status s = checkSampled(row, vocab, params, *sampled); !s.ok())
+      return absl::InternalError(absl::StrCat(device.name(), " device: step ",
+                                              params.step, ": ", s.message()));
+    return *sampled;
   };
-  auto next = pick(&g.prefillLogits[(prompt.size() - 1) * vocab], 0);
+  auto next = pick(&g.prefillLogits[(prompt.size() - 1) * vocab]);
   if (!next.ok())
     return next.status();
   start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < maxNewTokens; ++i) {
     g.tokens.push_back(*next);
+    params.step = uint32_t(i + 1);
+    device.setSampling(params);
     auto row = device.decode(*next, int32_t(prompt.size() + i));
     if (!row.ok())
       return row.status();
     g.decodeLogits.insert(g.decodeLogits.end(), row->begin(), row->end());
-    next = pick(row->data(), i + 1);
+    next = pick(row->data());
     if (!next.ok())
       return next.status();
   }

@@ -1,4 +1,4 @@
-//===- Generate.h - greedy generation on any device -------------*- C++ -*-===//
+//===- Generate.h - generation on any device --------------------*- C++ -*-===//
 #ifndef KILN_RUNTIME_GENERATE_H
 #define KILN_RUNTIME_GENERATE_H
 
@@ -12,12 +12,12 @@
 
 namespace kiln {
 
-/// A prompt and its greedy continuation, with every logit computed.
+/// A prompt and its continuation, with every logit computed.
 struct Generation {
   int64_t vocab = 0;
   std::vector<int32_t> prompt;      // [P]
   std::vector<float> prefillLogits; // [P, V]
-  std::vector<int32_t> tokens;      // [N]: tokens[0] = argmax of the last
+  std::vector<int32_t> tokens;      // [N]: tokens[0] sampled from the last
                                     // prefill row, tokens[i] fed at P + i
   std::vector<float> decodeLogits;  // [N, V]: after feeding tokens[i]
   double prefillSeconds = 0, decodeSeconds = 0;
@@ -29,17 +29,18 @@ absl::Status checkPrompt(const std::vector<int32_t> &prompt,
                          int64_t maxPositions);
 
 /// Prefills the prompt at positions 0..P-1, then decodes maxNewTokens
-/// tokens greedily (the argmax; the lowest id wins a tie).
-absl::StatusOr<Generation> generateGreedy(Device &device,
-                                          const std::vector<int32_t> &prompt,
-                                          int64_t maxNewTokens, int64_t vocab);
+/// tokens, each sampled as `sampling` says (by default greedily: the argmax,
+/// the lowest id winning a tie). A device that samples picks the tokens and
+/// the host checks each pick against the rule (runtime/Sampling.h); for
+/// one that does not, the host samples.
+absl::StatusOr<Generation> generate(Device &device,
+                                    const std::vector<int32_t> &prompt,
+                                    int64_t maxNewTokens, int64_t vocab,
+                                    const SamplingParams &sampling = {});
 
 /// Writes prompt_tokens, prefill_logits, decode_tokens and decode_logits in
 /// the layout of the fixtures' expected.safetensors.
 absl::Status writeLogitsDump(const std::string &path, const Generation &g);
-
-/// Index of the largest value; the first one on ties.
-int32_t argmax(const float *row, int64_t n);
 
 } // namespace kiln
 

@@ -31,6 +31,7 @@ enum class Region {
   Counters,   // uint32 counters, zero between launches
   Sampled,    // int32: the token the step's sampling kernel chose
   Count,      // int32 [1]: the step's real token count (a bucket pads it)
+  Sampling,   // SamplingParams [1]: how the step picks its token
 };
 
 struct Argument {

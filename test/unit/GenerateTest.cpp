@@ -42,7 +42,7 @@ private:
 
 TEST(Generate, GreedyFeedsEachTokenAtTheNextPosition) {
   CountingDevice dev(10);
-  auto g = generateGreedy(dev, {3, 8}, 4, 10);
+  auto g = generate(dev, {3, 8}, 4, 10);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->tokens, (std::vector<int32_t>{9, 0, 1, 2}));
   EXPECT_EQ(dev.seen, (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
@@ -50,9 +50,11 @@ TEST(Generate, GreedyFeedsEachTokenAtTheNextPosition) {
   EXPECT_EQ(g->decodeLogits.size(), 4u * 10);
 }
 
-TEST(Generate, ArgmaxTakesTheFirstOfEqualValues) {
-  float row[] = {0.5f, 2.0f, -1.0f, 2.0f};
-  EXPECT_EQ(argmax(row, 4), 1);
+TEST(Generate, GreedyTakesTheFirstOfEqualValuesAndNeverNaN) {
+  float row[] = {0.5f, 2.0f, -1.0f, 2.0f, std::nanf("")};
+  EXPECT_EQ(sampleOnHost(row, 5, {}), 1);
+  float allNaN[] = {std::nanf(""), std::nanf("")};
+  EXPECT_EQ(sampleOnHost(allNaN, 2, {}), 0);
 }
 
 TEST(Generate, PromptChecks) {
@@ -69,7 +71,7 @@ TEST(Generate, PromptChecks) {
 TEST(Generate, DumpHasTheFixtureLayout) {
   test::TempDir dir;
   CountingDevice dev(5);
-  auto g = generateGreedy(dev, {1, 2, 3}, 2, 5);
+  auto g = generate(dev, {1, 2, 3}, 2, 5);
   ASSERT_TRUE(g.ok());
   std::string path = dir.file("dump.safetensors");
   ASSERT_TRUE(writeLogitsDump(path, *g).ok());
@@ -97,8 +99,8 @@ public:
 
 TEST(Generate, ADeviceTokenThatIsNotTheArgmaxIsAnError) {
   BadSamplingDevice dev(10);
-  auto g = generateGreedy(dev, {3}, 2, 10);
+  auto g = generate(dev, {3}, 2, 10);
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().message(), "counting device: step 0 sampled token 0, "
+  EXPECT_EQ(g.status().message(), "counting device: step 0: sampled token 0, "
                                   "the argmax of its logits is 4");
 }

@@ -13,6 +13,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 namespace cl = llvm::cl;
 
 namespace kiln {
@@ -42,6 +44,44 @@ cl::opt<std::string> dumpLogits(
     "dump-logits",
     cl::desc("Write prompt, tokens and every logit in the fixture layout"),
     cl::value_desc("file.safetensors"), cl::sub(runCommand()));
+
+cl::opt<std::string> temperatureFlag(
+    "temperature",
+    cl::desc("Sampling temperature (default 0: greedy, the argmax)"),
+    cl::init("0"), cl::sub(runCommand()));
+cl::opt<std::string> topKFlag("top-k",
+                              cl::desc("Sample among the k largest logits "
+                                       "(default 0: all)"),
+                              cl::init("0"), cl::sub(runCommand()));
+cl::opt<std::string> topPFlag("top-p",
+                              cl::desc("Sample among the fewest largest "
+                                       "logits holding this share of the "
+                                       "probability (default 1: all)"),
+                              cl::init("1"), cl::sub(runCommand()));
+cl::opt<std::string> seedFlag("seed",
+                              cl::desc("Seed of the sampling draws: a seed "
+                                       "repeats a run (default 0)"),
+                              cl::init("0"), cl::sub(runCommand()));
+
+/// --temperature, --top-k, --top-p and --seed, each checked.
+absl::StatusOr<SamplingParams> parseSampling() {
+  SamplingParams p;
+  auto bad = [](const char *flag, const std::string &text, const char *what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", text, "' is not ", what));
+  };
+  if (!absl::SimpleAtof(std::string(temperatureFlag), &p.temperature) ||
+      !(p.temperature >= 0) || std::isinf(p.temperature))
+    return bad("temperature", temperatureFlag, "a number >= 0");
+  if (!absl::SimpleAtoi(std::string(topKFlag), &p.topK) || p.topK < 0)
+    return bad("top-k", topKFlag, "a non-negative integer");
+  if (!absl::SimpleAtof(std::string(topPFlag), &p.topP) || !(p.topP >= 0) ||
+      p.topP > 1)
+    return bad("top-p", topPFlag, "a number in [0, 1]");
+  if (!absl::SimpleAtoi(std::string(seedFlag), &p.seed))
+    return bad("seed", seedFlag, "an integer in [0, 2^32)");
+  return p;
+}
 
 /// What a bundle's weight manifest needs of the checkpoint.
 std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws) {
@@ -84,6 +124,10 @@ int runRun() {
   auto prompt = parseIds(promptIds);
   if (!prompt.ok())
     return fail(prompt.status(), 2);
+  auto samplingOr = parseSampling();
+  if (!samplingOr.ok())
+    return fail(samplingOr.status(), 2);
+  const SamplingParams &sampling = *samplingOr;
   if (device != "ref" && device != "emu")
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--device: '", std::string(device),
@@ -165,7 +209,7 @@ int runRun() {
   }
   if (!dev.ok())
     return fail(dev.status());
-  auto gen = generateGreedy(**dev, *prompt, maxNewTokens, c.vocabSize);
+  auto gen = generate(**dev, *prompt, maxNewTokens, c.vocabSize, sampling);
   if (!gen.ok())
     return fail(gen.status());
   if (!dumpLogits.empty())
@@ -179,6 +223,11 @@ int runRun() {
   if (!gen->tokens.empty())
     os << llvm::formatv("  decode    {0:F3} ms/token\n",
                         gen->decodeSeconds * 1e3 / gen->tokens.size());
+  if (!sampling.greedy())
+    os << llvm::formatv("  sampling  temperature {0}, top-k {1}, top-p {2}, "
+                        "seed {3}\n",
+                        sampling.temperature, sampling.topK, sampling.topP,
+                        sampling.seed);
   os << "  generated";
   for (int32_t t : gen->tokens)
     os << " " << t;

@@ -1,0 +1,182 @@
+//===- SampleKernel.cpp - sampling on the device --------------------------===//
+//
+// The last launch of every step: the next token from the logits of the
+// step's last row (row count - 1), written where the next step reads its
+// token. One block. The rule (runtime/Sampling.h has the same on the host):
+//
+// - greedy (temperature <= 0, or top_k == 1): the first index of the
+//   largest logit, as the host's argmax; NaN never wins;
+// - otherwise p_i = exp((l_i - max) / temperature) over the candidates: the
+//   top_k largest logits (all when top_k <= 0; ties at the edge included),
+//   then of those the fewest largest whose mass reaches top_p of theirs
+//   (top_p >= 1: all), and the token is where u * (their mass) falls in
+//   index order, u uniform in [0, 1) from a hash of (seed, step).
+//
+// Thresholds are found exactly, without sorting, by a descent over the 32
+// bits of an order-preserving key of the logits: each bit is one block-wide
+// count (top-k) or mass (top-p). Every sum runs in a fixed order, so a seed
+// gives the same tokens on every run.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+
+namespace kiln {
+
+CudaKernel emitSampler(int64_t vocab) {
+  constexpr int threads = 512;
+  CudaKernel k;
+  k.kernel = "sampling.sample";
+  k.provenance = "sampling";
+  k.entry = entryName(k.kernel);
+  k.params = {{ParamKind::Activation, "logits"},
+              {ParamKind::Count, "count"},
+              {ParamKind::Sampling, "params"},
+              {ParamKind::Workspace, "probs"},
+              {ParamKind::Tokens, "token"}};
+  k.grid = {1, 1, 1};
+  k.blockThreads = threads;
+  k.workspaceFloats = vocab;
+  k.source = cudaPrelude() + "\n// kernel " + k.kernel + ": sampling from " +
+             std::to_string(vocab) +
+             " logits\nconstexpr int V = " + std::to_string(vocab) +
+             ", THREADS = " + std::to_string(threads) +
+             ", CHUNK = (V + THREADS - 1) / THREADS;\n" + R"cuda(
+// What the runtime asks for; the layout of runtime/Sampling.h's
+// SamplingParams.
+struct KilnSampling {
+  float temperature, top_p;
+  int top_k;
+  unsigned seed, step;
+};
+
+// Larger float, larger key; NaN is the smallest.
+__device__ __forceinline__ unsigned kiln_key(float x) {
+  const unsigned u = __float_as_uint(x);
+  if (x != x)
+    return 0u;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ unsigned kiln_hash(unsigned x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+// logits [count, V] f32, count [1] i32, params [1], probs [V] f32 (scratch),
+// token [1] i32; grid (1), block (THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
+             k.entry + R"cuda((
+    const float *__restrict__ all_logits, const int *__restrict__ count,
+    const KilnSampling *__restrict__ params, float *__restrict__ probs,
+    int *__restrict__ token) {
+  __shared__ unsigned long long best[THREADS];
+  __shared__ float scratch[32], chunk_mass[THREADS];
+  const float *logits = all_logits + (long long)(count[0] - 1) * V;
+  const int t = threadIdx.x;
+  const KilnSampling s = *params;
+
+  // The first index of the largest key: (key, V - 1 - index), maximized.
+  unsigned long long mine = 0;
+  for (int i = t; i < V; i += THREADS) {
+    const unsigned long long k =
+        ((unsigned long long)kiln_key(logits[i]) << 32) | (unsigned)(V - 1 - i);
+    mine = k > mine ? k : mine;
+  }
+  best[t] = mine;
+  __syncthreads();
+  for (int half = THREADS / 2; half > 0; half >>= 1) {
+    if (t < half && best[t + half] > best[t])
+      best[t] = best[t + half];
+    __syncthreads();
+  }
+  const int top = V - 1 - (int)(best[0] & 0xffffffffu);
+  if (!(s.temperature > 0.0f) || s.top_k == 1) {
+    if (t == 0)
+      token[0] = top;
+    return;
+  }
+  const float max_logit = logits[top], inv_t = 1.0f / s.temperature;
+
+  // top-k: the largest key that at least top_k logits reach.
+  unsigned kthr = 0;
+  if (s.top_k > 1 && s.top_k < V)
+    for (int bit = 31; bit >= 0; --bit) {
+      const unsigned cand = kthr | (1u << bit);
+      float n = 0.0f;
+      for (int i = t; i < V; i += THREADS)
+        n += kiln_key(logits[i]) >= cand ? 1.0f : 0.0f;
+      if (kiln_block_sum(n, scratch) >= (float)s.top_k)
+        kthr = cand;
+    }
+  for (int i = t; i < V; i += THREADS)
+    probs[i] = kiln_key(logits[i]) >= kthr
+                   ? expf((logits[i] - max_logit) * inv_t)
+                   : 0.0f;
+  __syncthreads();
+
+  // top-p: the largest key whose candidates' mass reaches top_p of theirs.
+  unsigned thr = kthr;
+  if (s.top_p < 1.0f) {
+    float z = 0.0f;
+    for (int i = t; i < V; i += THREADS)
+      z += probs[i];
+    const float target = s.top_p * kiln_block_sum(z, scratch);
+    unsigned pthr = 0;
+    for (int bit = 31; bit >= 0; --bit) {
+      const unsigned cand = pthr | (1u << bit);
+      float m = 0.0f;
+      for (int i = t; i < V; i += THREADS)
+        m += kiln_key(logits[i]) >= cand ? probs[i] : 0.0f;
+      m = kiln_block_sum(m, scratch);
+      if (m > 0.0f && m >= target)
+        pthr = cand;
+    }
+    thr = max(thr, pthr);
+  }
+
+  // Where u * mass falls, in index order: chunk masses, then one chunk.
+  const int begin = t * CHUNK, end = min(V, begin + CHUNK);
+  float mass = 0.0f;
+  for (int i = begin; i < end; ++i)
+    mass += kiln_key(logits[i]) >= thr ? probs[i] : 0.0f;
+  chunk_mass[t] = mass;
+  __syncthreads();
+  if (t != 0)
+    return;
+  float total = 0.0f;
+  for (int c = 0; c < THREADS; ++c)
+    total += chunk_mass[c];
+  const float u = (kiln_hash(s.seed ^ kiln_hash(s.step)) >> 8) *
+                  (1.0f / 16777216.0f);
+  float r = u * total;
+  int chunk = -1;
+  for (int c = 0; c < THREADS; ++c) {
+    if (chunk_mass[c] <= 0.0f)
+      continue;
+    chunk = c; // the last chunk with candidates, if rounding runs past all
+    if (r < chunk_mass[c])
+      break;
+    r -= chunk_mass[c];
+  }
+  int pick = top;
+  for (int i = chunk * CHUNK; chunk >= 0 && i < min(V, (chunk + 1) * CHUNK);
+       ++i) {
+    const float p = kiln_key(logits[i]) >= thr ? probs[i] : 0.0f;
+    if (p <= 0.0f)
+      continue;
+    pick = i;
+    if (r < p)
+      break;
+    r -= p;
+  }
+  token[0] = pick;
+}
+)cuda";
+  return k;
+}
+
+} // namespace kiln

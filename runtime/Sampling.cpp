@@ -1,0 +1,140 @@
+//===- Sampling.cpp - the sampling rule on the host -----------------------===//
+#include "runtime/Sampling.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace kiln {
+namespace {
+/// Larger float, larger key; NaN is the smallest (the kernel's kiln_key).
+uint32_t key(float x) {
+  if (std::isnan(x))
+    return 0;
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+uint32_t hash(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+int32_t firstLargest(const float *logits, int64_t vocab) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < vocab; ++i)
+    if (key(logits[i]) > key(logits[best]))
+      best = i;
+  return int32_t(best);
+}
+
+/// The cut-off key: candidates are the logits whose key reaches it.
+/// Fills probs[V] with exp((l - max) / temperature) of the top-k ones.
+uint32_t threshold(const float *logits, int64_t vocab, const SamplingParams &p,
+                   std::vector<float> &probs) {
+  std::vector<std::pair<uint32_t, int64_t>> order(vocab); // largest first
+  for (int64_t i = 0; i < vocab; ++i)
+    order[i] = {key(logits[i]), i};
+  std::sort(order.begin(), order.end(), std::greater<>());
+  uint32_t kthr = p.topK > 1 && p.topK < vocab ? order[p.topK - 1].first : 0;
+  float top = logits[firstLargest(logits, vocab)];
+  probs.assign(vocab, 0.0f);
+  double z = 0;
+  for (int64_t i = 0; i < vocab; ++i)
+    if (key(logits[i]) >= kthr) {
+      probs[i] = std::exp((logits[i] - top) * (1.0f / p.temperature));
+      z += probs[i];
+    }
+  if (!(p.topP < 1.0f))
+    return kthr;
+  // The largest key whose candidates (key >= it, ties together) hold top_p
+  // of the mass.
+  double target = double(p.topP) * z, mass = 0;
+  for (int64_t i = 0; i < vocab;) {
+    uint32_t k = order[i].first;
+    for (; i < vocab && order[i].first == k; ++i)
+      mass += probs[order[i].second];
+    if (mass > 0 && mass >= target)
+      return std::max(k, kthr);
+  }
+  return kthr;
+}
+} // namespace
+
+float samplingUniform(uint32_t seed, uint32_t step) {
+  return float(hash(seed ^ hash(step)) >> 8) * (1.0f / 16777216.0f);
+}
+
+int32_t sampleOnHost(const float *logits, int64_t vocab,
+                     const SamplingParams &p) {
+  if (p.greedy())
+    return firstLargest(logits, vocab);
+  std::vector<float> probs; // [V]
+  uint32_t thr = threshold(logits, vocab, p, probs);
+  double total = 0;
+  for (int64_t i = 0; i < vocab; ++i)
+    if (key(logits[i]) >= thr)
+      total += probs[i];
+  double r = samplingUniform(p.seed, p.step) * total;
+  int32_t pick = firstLargest(logits, vocab);
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (key(logits[i]) < thr || probs[i] <= 0)
+      continue;
+    pick = int32_t(i);
+    if (r < probs[i])
+      break;
+    r -= probs[i];
+  }
+  return pick;
+}
+
+absl::Status checkSampled(const float *logits, int64_t vocab,
+                          const SamplingParams &p, int32_t token) {
+  if (token < 0 || token >= vocab)
+    return absl::InternalError(
+        absl::StrCat("sampled token ", token, " is outside the vocabulary"));
+  if (p.greedy()) {
+    int32_t host = firstLargest(logits, vocab);
+    if (token != host)
+      return absl::InternalError(absl::StrCat(
+          "sampled token ", token, ", the argmax of its logits is ", host));
+    return absl::OkStatus();
+  }
+  // Logits strictly above the token's: fewer than top_k of them, and less
+  // than top_p of the candidates' mass.
+  float mine = logits[token];
+  int64_t above = 0;
+  std::vector<float> probs; // [V]
+  threshold(logits, vocab, SamplingParams{p.temperature, 1.0f, p.topK, 0, 0},
+            probs);
+  double massAbove = 0, z = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    z += probs[i];
+    if (key(logits[i]) > key(mine)) {
+      ++above;
+      massAbove += probs[i];
+    }
+  }
+  if (p.topK > 0 && above >= p.topK)
+    return absl::InternalError(absl::StrCat("sampled token ", token, " has ",
+                                            above, " larger logits; top_k is ",
+                                            p.topK));
+  if (p.topP < 1.0f && massAbove > double(p.topP) * z * (1 + 1e-4) + 1e-6)
+    return absl::InternalError(absl::StrCat(
+        "sampled token ", token, " lies outside the top_p ", p.topP,
+        " nucleus (", massAbove / z, " of the mass is above it)"));
+  if (probs[token] <= 0)
+    return absl::InternalError(
+        absl::StrCat("sampled token ", token, " has no probability"));
+  return absl::OkStatus();
+}
+
+} // namespace kiln

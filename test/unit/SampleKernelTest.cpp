@@ -1,0 +1,120 @@
+//===- SampleKernelTest.cpp - the sampling kernel follows the rule --------===//
+//
+// The generated sampling kernel (codegen/SampleKernel.cpp), built for the
+// emu device, against the host's statement of the same rule
+// (runtime/Sampling.h): the same token for every draw, and frequencies that
+// follow the probabilities.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+#include "runtime/Sampling.h"
+#include "runtime/emu/EmuCompiler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kVocab = 50;
+
+class SampleKernel : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    CudaKernel k = emitSampler(kVocab);
+    auto fns = compileEmuKernels(
+        {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
+    ASSERT_TRUE(fns.ok()) << fns.status();
+    launch_ = (*fns)[0];
+    threads_ = unsigned(k.blockThreads);
+  }
+
+  /// The kernel's token for the last of `rows` rows of logits.
+  int32_t sample(const std::vector<float> &logits, SamplingParams p) {
+    int32_t count = int32_t(logits.size() / kVocab), token = -1;
+    std::vector<float> probs(kVocab); // [V] scratch
+    void *args[] = {const_cast<float *>(logits.data()), &count, &p,
+                    probs.data(), &token};
+    launch_(1, 1, 1, threads_, args);
+    return token;
+  }
+
+  static EmuLaunchFn launch_;
+  static unsigned threads_;
+};
+EmuLaunchFn SampleKernel::launch_ = nullptr;
+unsigned SampleKernel::threads_ = 0;
+
+std::vector<float> randomLogits(std::mt19937 &rng, int64_t rows) {
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(rows * kVocab); // [rows, V]
+  for (float &l : logits)
+    l = normal(rng);
+  return logits;
+}
+
+TEST_F(SampleKernel, GreedyIsTheFirstLargestOfTheLastRow) {
+  std::vector<float> logits(2 * kVocab, 0.0f); // [2, V]
+  logits[7] = 9.0f;                            // row 0: not the step's row
+  logits[kVocab + 3] = 5.0f;
+  logits[kVocab + 11] = 5.0f;
+  logits[kVocab + 20] = std::nanf("");
+  EXPECT_EQ(sample(logits, {}), 3);
+  EXPECT_EQ(sample(logits, {0.7f, 1.0f, 1, 5, 0}), 3); // top_k 1
+}
+
+TEST_F(SampleKernel, EveryDrawIsTheHostRulesToken) {
+  std::mt19937 rng(1);
+  const SamplingParams cases[] = {
+      {1.0f, 1.0f, 0, 11, 0},  // temperature only
+      {0.7f, 1.0f, 5, 12, 0},  // top-k
+      {1.3f, 0.8f, 0, 13, 0},  // top-p
+      {0.9f, 0.5f, 10, 14, 0}, // both
+      {1.0f, 0.0f, 0, 15, 0},  // top-p 0: the largest only
+  };
+  for (const SamplingParams &base : cases)
+    for (uint32_t step = 0; step < 60; ++step) {
+      std::vector<float> logits = randomLogits(rng, 1);
+      SamplingParams p = base;
+      p.step = step;
+      int32_t token = sample(logits, p);
+      ASSERT_EQ(token, sampleOnHost(logits.data(), kVocab, p))
+          << "temperature " << p.temperature << ", top-k " << p.topK
+          << ", top-p " << p.topP << ", step " << step;
+      ASSERT_TRUE(checkSampled(logits.data(), kVocab, p, token).ok());
+    }
+}
+
+TEST_F(SampleKernel, FrequenciesFollowTheProbabilities) {
+  // p_i proportional to i + 1 for i < 4 (logits log(i + 1)), the rest
+  // outside top-k 4: frequencies within 5 standard deviations of n * p_i.
+  std::vector<float> logits(kVocab, -2.0f);
+  for (int i = 0; i < 4; ++i)
+    logits[i] = std::log(float(i + 1));
+  constexpr int n = 500;
+  int counts[kVocab] = {};
+  for (uint32_t step = 0; step < n; ++step)
+    ++counts[sample(logits, {1.0f, 1.0f, 4, 99, step})];
+  for (int i = 0; i < 4; ++i) {
+    double p = (i + 1) / 10.0, sd = std::sqrt(n * p * (1 - p));
+    EXPECT_NEAR(counts[i], n * p, 5 * sd) << "token " << i;
+  }
+  EXPECT_EQ(counts[4] + counts[kVocab - 1], 0);
+}
+
+TEST(Sampling, CheckSampledNamesTheCut) {
+  float logits[] = {3.0f, 2.0f, 1.0f, 0.0f};
+  SamplingParams topK{1.0f, 1.0f, 2, 0, 0};
+  EXPECT_TRUE(checkSampled(logits, 4, topK, 1).ok());
+  absl::Status s = checkSampled(logits, 4, topK, 2);
+  EXPECT_EQ(s.message(), "sampled token 2 has 2 larger logits; top_k is 2");
+  SamplingParams topP{1.0f, 0.5f, 0, 0, 0};
+  EXPECT_TRUE(checkSampled(logits, 4, topP, 0).ok());
+  EXPECT_FALSE(checkSampled(logits, 4, topP, 1).ok());
+  EXPECT_FALSE(checkSampled(logits, 4, {}, 1).ok()); // greedy: 0 only
+}
+
+} // namespace
+} // namespace kiln
