@@ -13,18 +13,27 @@
 namespace kiln {
 
 /// Tuning knobs every template reads; `kiln tune` will choose them per
-/// kernel, these are the defaults.
+/// kernel, these are the defaults. `kiln compile --kernel-options` sets
+/// them by the names in parseCodegenOptions.
 struct CodegenOptions {
-  int gemvWarps = 4;         // output rows per GEMV block, one warp each
-  int attentionWarps = 4;    // warps sharing one head's keys
-  int kvSplits = 0;          // decode attention splits of the keys; 0: choose
-  int smCount = 132;         // multiprocessors to fill (H100/H200)
-  int epilogueThreads = 256; // threads per row of a prefill epilogue
-  int prefillAttentionRows = 4; // query rows per warp of prefill attention
+  int gemvWarps = 4;            // output rows per GEMV block (gemv-rows)
+  int gemvSplitK = 1;           // warps sharing one GEMV row (gemv-split-k)
+  int maxVectorWidth = 8;       // widest fp16 load, in halves (vector-width)
+  int attentionWarps = 4;       // warps per attention block (attention-warps)
+  int kvSplits = 0;             // decode attention key splits; 0: choose
+  int smCount = 132;            // multiprocessors to fill (H100/H200)
+  int epilogueThreads = 256;    // threads per prefill epilogue row
+  int prefillAttentionRows = 4; // query rows per warp, prefill attention
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
   std::vector<int64_t> prefillBuckets;
 };
+
+/// Sets the knobs named in `text`, "name=value,...": gemv-rows,
+/// gemv-split-k, vector-width (1, 2, 4, 8), attention-warps, kv-splits,
+/// sm-count, epilogue-threads, prefill-attention-rows. Fails naming an
+/// unknown knob or a value out of range (a block has at most 1024 threads).
+llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts);
 
 /// The buckets of a module whose arena holds prefills of up to `maxTokens`
 /// tokens (kiln.arena_tokens of @prefill): always ending with maxTokens.
@@ -93,8 +102,9 @@ int64_t poolBlockSize(mlir::Operation *op);
 /// The templates read and write f16 storage only.
 llvm::Error requireF16(mlir::Type element);
 
-/// The widest load (8, 4, 2 or 1 halves) that divides a row of k halves.
-int vectorWidth(int64_t k);
+/// The widest load (8, 4, 2 or 1 halves, at most `widest`) that divides a
+/// row of k halves.
+int vectorWidth(int64_t k, int widest = 8);
 
 /// How a matmul kernel writes an op's results, which split the output
 /// columns in order: their parameters (`out0`, ...) for the signature, the
@@ -115,7 +125,8 @@ struct QkvShape {
   int64_t k = 0, n = 0, tasks = 0;
   std::string header;
 };
-llvm::Expected<QkvShape> qkvShape(mlir::Operation *op);
+llvm::Expected<QkvShape> qkvShape(mlir::Operation *op,
+                                  const CodegenOptions &opts);
 
 /// A float literal that reads back as the same float.
 std::string floatLiteral(double v);

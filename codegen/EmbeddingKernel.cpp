@@ -18,7 +18,7 @@ llvm::Expected<CudaKernel> emitEmbedding(Operation *op,
   if (llvm::Error e = requireF16(out.getElementType()))
     return std::move(e);
   int64_t s = out.getDimSize(0), d = out.getDimSize(1);
-  int vec = vectorWidth(d);
+  int vec = vectorWidth(d, opts.maxVectorWidth);
   constexpr int threads = 128;
 
   CudaKernel k = kernelFor(op);

@@ -1,10 +1,11 @@
 //===- GemvKernel.cpp - decode matmuls: fused_linear, linear, logits ------===//
 //
 // One warp per output row streams the row of W once (VEC halves per lane per
-// step, fp32 accumulation). The RMSNorm prologue is one block-wide sum of
-// squares of x; SwiGLU has each warp compute the gate row j and the up row
-// F + j; the residual is added before the store. Results split the output
-// columns in order.
+// step, fp32 accumulation); with split-K, SPLIT_K warps share a row, each
+// streaming a span of it, and add their partial sums in shared memory. The
+// RMSNorm prologue is one block-wide sum of squares of x; SwiGLU has each warp
+// compute the gate row j and the up row F + j; the residual is added before the
+// store. Results split the output columns in order.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -35,15 +36,15 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
           requireF16(cast<RankedTensorType>(input.getType()).getElementType()))
     return std::move(e);
   int64_t tasks = swiglu ? n / 2 : n;
-  int vec = vectorWidth(kdim);
-  int warps = opts.gemvWarps;
+  int vec = vectorWidth(kdim, opts.maxVectorWidth);
+  int rows = opts.gemvWarps, splitK = opts.gemvSplitK;
 
   CudaKernel k = kernelFor(op);
   k.params = {{ParamKind::Activation, "x"}, {ParamKind::Weight, "w"}};
   if (residual)
     k.params.push_back({ParamKind::Activation, "residual"});
-  k.grid = {(tasks + warps - 1) / warps, 1, 1};
-  k.blockThreads = 32 * warps;
+  k.grid = {(tasks + rows - 1) / rows, 1, 1};
+  k.blockThreads = 32 * rows * splitK;
 
   std::string signature =
       std::string("const __half *__restrict__ x, const __half *__restrict__ "
@@ -58,29 +59,56 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
      << (swiglu ? ", SwiGLU epilogue" : "")
      << (residual ? ", residual epilogue" : "") << "\n";
   os << "constexpr int K = " << kdim << ", TASKS = " << tasks
-     << ", VEC = " << vec << ", WARPS = " << warps << ";\n";
+     << ", VEC = " << vec << ", ROWS = " << rows << ", SPLIT_K = " << splitK
+     << ";\n";
+  os << "// Halves of K per split, whole vectors each.\n"
+     << "constexpr int SPAN = (K / VEC + SPLIT_K - 1) / SPLIT_K * VEC;\n";
   os << "constexpr bool NORM = " << (eps ? "true" : "false")
      << ", SWIGLU = " << (swiglu ? "true" : "false")
      << ", RESIDUAL = " << (residual ? "true" : "false") << ";\n";
   os << "constexpr float EPS = " << floatLiteral(eps.value_or(0)) << ";\n";
   os << "\n" << outs.store;
-  os << "\n// grid (ceil(TASKS / WARPS)), block (32 * WARPS): warp -> output "
-        "column\n";
-  os << "extern \"C\" __global__ void __launch_bounds__(32 * WARPS) " << k.entry
-     << "(" << signature << outs.params << ") {\n";
+  os << "\n// grid (ceil(TASKS / ROWS)), block (32 * ROWS * SPLIT_K): "
+        "SPLIT_K warps per output column, each over SPAN of K\n";
+  // Without a minimum of blocks ptxas aims at full occupancy (32 registers
+  // at 128 threads) and spills SwiGLU's two rows; half occupancy (64
+  // registers) still streams W at full bandwidth.
+  os << "constexpr int THREADS = 32 * ROWS * SPLIT_K;\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(THREADS, "
+        "THREADS <= 512 ? 1024 / THREADS : 1) "
+     << k.entry << "(" << signature << outs.params << ") {\n";
   os << R"cuda(  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x, EPS);
-  const int task = blockIdx.x * WARPS + warp;
-  if (task >= TASKS)
-    return;
-  float y = scale * kiln_warp_dot<K, VEC>(w + (long long)task * K, x, lane);
-  if constexpr (SWIGLU) {
-    const float up = scale * kiln_warp_dot<K, VEC>(
-                                 w + (long long)(task + TASKS) * K, x, lane);
-    y = kiln_silu(y) * up;
+  const int row = warp / SPLIT_K, part = warp % SPLIT_K;
+  const int task = blockIdx.x * ROWS + row;
+  const int begin = part * SPAN, end = min(K, begin + SPAN);
+  float gate = 0.0f, up = 0.0f;
+  if (task < TASKS) {
+    gate = kiln_warp_dot_range<VEC>(w + (long long)task * K, x, lane, begin, end);
+    if constexpr (SWIGLU)
+      up = kiln_warp_dot_range<VEC>(w + (long long)(task + TASKS) * K, x, lane,
+                                    begin, end);
   }
-  if (lane != 0)
+  if constexpr (SPLIT_K > 1) { // the splits meet in shared memory, in order
+    __shared__ float partial[ROWS][SPLIT_K][2];
+    if (lane == 0) {
+      partial[row][part][0] = gate;
+      partial[row][part][1] = up;
+    }
+    __syncthreads();
+    if (part != 0)
+      return;
+    gate = up = 0.0f;
+    for (int s = 0; s < SPLIT_K; ++s) {
+      gate += partial[row][s][0];
+      up += partial[row][s][1];
+    }
+  }
+  if (task >= TASKS || lane != 0)
     return;
+  float y = scale * gate;
+  if constexpr (SWIGLU)
+    y = kiln_silu(y) * (scale * up);
 )cuda";
   if (residual)
     os << "  y += __half2float(residual[task]);\n";

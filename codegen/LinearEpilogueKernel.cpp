@@ -58,7 +58,8 @@ llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
      << (eps ? ", RMSNorm scale" : "") << (swiglu ? ", SwiGLU" : "")
      << (residual ? ", residual" : "") << "\n";
   os << "constexpr int K = " << kdim << ", N = " << n << ", TASKS = " << tasks
-     << ", VEC = " << vectorWidth(kdim) << ", THREADS = " << threads << ";\n";
+     << ", VEC = " << vectorWidth(kdim, opts.maxVectorWidth)
+     << ", THREADS = " << threads << ";\n";
   os << "constexpr bool NORM = " << (eps ? "true" : "false")
      << ", SWIGLU = " << (swiglu ? "true" : "false")
      << ", RESIDUAL = " << (residual ? "true" : "false") << ";\n";

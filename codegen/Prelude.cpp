@@ -3,6 +3,8 @@
 #include "ir/KilnDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <cctype>
 #include <cmath>
@@ -77,13 +79,15 @@ __device__ __forceinline__ void kiln_load(const __half *p, float *f) {
   }
 }
 
-// A warp's dot product of a weight row with x (K halves each, VEC at a
-// time per lane), summed in fp32; every lane gets the result.
-template <int K, int VEC>
-__device__ __forceinline__ float kiln_warp_dot(const __half *row,
-                                               const __half *x, int lane) {
+// A warp's dot product of halves [begin, end) of a weight row with x (VEC
+// at a time per lane; begin a multiple of VEC), summed in fp32; every lane
+// gets the result.
+template <int VEC>
+__device__ __forceinline__ float kiln_warp_dot_range(const __half *row,
+                                                     const __half *x, int lane,
+                                                     int begin, int end) {
   float acc = 0.0f;
-  for (int k = lane * VEC; k < K; k += 32 * VEC) {
+  for (int k = begin + lane * VEC; k < end; k += 32 * VEC) {
     float w[VEC], v[VEC];
     kiln_load<VEC>(row + k, w);
     kiln_load<VEC>(x + k, v);
@@ -92,6 +96,13 @@ __device__ __forceinline__ float kiln_warp_dot(const __half *row,
       acc += w[i] * v[i];
   }
   return kiln_warp_sum(acc);
+}
+
+// The whole row: K halves.
+template <int K, int VEC>
+__device__ __forceinline__ float kiln_warp_dot(const __half *row,
+                                               const __half *x, int lane) {
+  return kiln_warp_dot_range<VEC>(row, x, lane, 0, K);
 }
 
 // 1 / rms(x) over K halves, computed by the whole block (the RMSNorm
@@ -205,9 +216,55 @@ ResultStores resultStores(mlir::Operation *op, CudaKernel &k) {
   return r;
 }
 
-int vectorWidth(int64_t k) {
+llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
+  struct Knob {
+    const char *name;
+    int *field;
+    int lo, hi;
+  };
+  const Knob knobs[] = {
+      {"gemv-rows", &opts.gemvWarps, 1, 32},
+      {"gemv-split-k", &opts.gemvSplitK, 1, 32},
+      {"vector-width", &opts.maxVectorWidth, 1, 8},
+      {"attention-warps", &opts.attentionWarps, 1, 32},
+      {"kv-splits", &opts.kvSplits, 0, 64},
+      {"sm-count", &opts.smCount, 1, 1024},
+      {"epilogue-threads", &opts.epilogueThreads, 32, 1024},
+      {"prefill-attention-rows", &opts.prefillAttentionRows, 1, 16},
+  };
+  llvm::SmallVector<llvm::StringRef> items;
+  text.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef item : items) {
+    auto [name, value] = item.split('=');
+    const Knob *knob = llvm::find_if(
+        knobs, [&](const Knob &k) { return name.trim() == k.name; });
+    if (knob == std::end(knobs))
+      return llvm::createStringError(
+          llvm::Twine("unknown knob '") + name.trim() +
+          "' (gemv-rows, gemv-split-k, vector-width, attention-warps, "
+          "kv-splits, sm-count, epilogue-threads, prefill-attention-rows)");
+    int v;
+    if (value.trim().getAsInteger(10, v) || v < knob->lo || v > knob->hi)
+      return llvm::createStringError(llvm::Twine(knob->name) + ": '" +
+                                     value.trim() + "' is not an integer in [" +
+                                     llvm::Twine(knob->lo) + ", " +
+                                     llvm::Twine(knob->hi) + "]");
+    *knob->field = v;
+  }
+  if (!llvm::is_contained({1, 2, 4, 8}, opts.maxVectorWidth))
+    return llvm::createStringError("vector-width: must be 1, 2, 4 or 8");
+  if (opts.gemvWarps * opts.gemvSplitK > 32)
+    return llvm::createStringError(
+        "gemv-rows x gemv-split-k: at most 32 warps (1024 threads) a block");
+  if (opts.epilogueThreads % 32)
+    return llvm::createStringError(
+        "epilogue-threads: must be a multiple of 32 (whole warps)");
+  return llvm::Error::success();
+}
+
+int vectorWidth(int64_t k, int widest) {
   for (int vec : {8, 4, 2})
-    if (k % vec == 0)
+    if (vec <= widest && k % vec == 0)
       return vec;
   return 1;
 }

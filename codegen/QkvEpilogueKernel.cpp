@@ -17,7 +17,7 @@ namespace kiln {
 
 llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
                                            const CodegenOptions &opts) {
-  auto shape = qkvShape(op);
+  auto shape = qkvShape(op, opts);
   if (!shape)
     return shape.takeError();
   int threads = opts.epilogueThreads;

@@ -19,7 +19,7 @@ using namespace mlir;
 
 namespace kiln {
 
-llvm::Expected<QkvShape> qkvShape(Operation *op) {
+llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   auto qkv = cast<FusedQKVOp>(op);
   auto cache = cast<KVCacheType>(qkv.getCache().getType());
   auto w = cast<RankedTensorType>(qkv.getWeight().getType());
@@ -47,7 +47,7 @@ llvm::Expected<QkvShape> qkvShape(Operation *op) {
                              qkv.getRopeTheta()->convertToDouble())
               : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
   os << "constexpr int K = " << s.k << ", N = " << s.n
-     << ", VEC = " << vectorWidth(s.k) << ";\n";
+     << ", VEC = " << vectorWidth(s.k, opts.maxVectorWidth) << ";\n";
   os << "constexpr int QW = " << qw << ", KVW = " << kvw
      << ", DH = " << cache.getHeadDim() << ", K_TASKS = " << kTasks
      << ", TASKS = " << s.tasks << ", BLOCK_SIZE = " << poolBlockSize(op)
@@ -101,7 +101,7 @@ __device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
 
 llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
                                        const CodegenOptions &opts) {
-  auto shape = qkvShape(op);
+  auto shape = qkvShape(op, opts);
   if (!shape)
     return shape.takeError();
   int warps = opts.gemvWarps;

@@ -19,13 +19,22 @@
 
 using namespace mlir;
 
+static llvm::cl::opt<std::string>
+    kernelOptions("kernel-options",
+                  llvm::cl::desc("Kernel tuning knobs, name=value,... (as "
+                                 "kiln compile --kernel-options)"));
+
 int main(int argc, char **argv) {
   TranslateFromMLIRRegistration toCuda(
       "kiln-to-cuda", "print the CUDA C++ of every kernel",
       [](Operation *op, raw_ostream &os) -> LogicalResult {
         auto module = cast<ModuleOp>(op);
+        kiln::CodegenOptions knobs;
+        if (llvm::Error e = kiln::parseCodegenOptions(kernelOptions, knobs))
+          return module.emitError()
+                 << "--kernel-options: " << toString(std::move(e));
         for (auto fn : module.getOps<func::FuncOp>()) {
-          auto kernels = kiln::emitCudaKernels(fn, kiln::CodegenOptions());
+          auto kernels = kiln::emitCudaKernels(fn, knobs);
           if (!kernels)
             return fn->emitError() << toString(kernels.takeError());
           for (const kiln::CudaKernel &k : *kernels) {

@@ -2,6 +2,7 @@
 #ifndef KILN_TOOLS_KILN_COMMANDS_H
 #define KILN_TOOLS_KILN_COMMANDS_H
 
+#include "codegen/CudaKernel.h"
 #include "frontend/LlamaToKiln.h"
 #include "frontend/ModelSource.h"
 
@@ -28,6 +29,9 @@ extern llvm::cl::opt<std::string> cacheDirFlag;
 /// The frontend options the shared flags (--dtype, --fusion, --rope-layout,
 /// --prefill-tokens) ask for; a usage error names the bad flag.
 absl::StatusOr<FrontendOptions> frontendOptions();
+
+/// The kernel tuning knobs --kernel-options sets (the defaults otherwise).
+absl::StatusOr<CodegenOptions> codegenOptions();
 
 /// Each returns the process exit code: 0, 1 (bad input) or 2 (bad usage).
 int runCompile();

@@ -114,9 +114,9 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
 namespace {
 /// kiln compile -o model.kiln: the decode Program, its kernels compiled by
 /// NVRTC for every --target (sm_90 when none is given), written as a bundle.
-absl::Status writeBundleFor(CompiledModel &m, const std::string &path,
-                            std::string &report) {
-  auto program = buildProgram(*m.module, CodegenOptions());
+absl::Status writeBundleFor(CompiledModel &m, const CodegenOptions &knobs,
+                            const std::string &path, std::string &report) {
+  auto program = buildProgram(*m.module, knobs);
   if (!program)
     return absl::InvalidArgumentError(
         absl::StrCat(m.source.name, ": ", toString(program.takeError())));
@@ -202,6 +202,9 @@ int runCompile() {
   if (!optsOr.ok())
     return fail(optsOr.status(), 2);
   FrontendOptions opts = *optsOr;
+  auto knobs = codegenOptions();
+  if (!knobs.ok())
+    return fail(knobs.status(), 2);
   if (dumpIrAfterAll && dumpDir.empty())
     return fail(absl::InvalidArgumentError(
                     "--dump-ir-after-all: name the folder with --dump-dir"),
@@ -264,7 +267,8 @@ int runCompile() {
   // Files first: a reader that closes stdout early must not cost the output.
   std::string bundleReport;
   if (StringRef(output).ends_with(".kiln")) {
-    if (absl::Status s = writeBundleFor(*compiled, output, bundleReport);
+    if (absl::Status s =
+            writeBundleFor(*compiled, *knobs, output, bundleReport);
         !s.ok())
       return fail(s);
   } else if (!output.empty()) {
@@ -288,7 +292,7 @@ int runCompile() {
   }
   llvm::outs() << bundleReport;
   if (!targets.empty()) {
-    auto program = buildProgram(*compiled->module, CodegenOptions());
+    auto program = buildProgram(*compiled->module, *knobs);
     if (!program)
       return fail(absl::InvalidArgumentError(toString(program.takeError())));
     std::vector<std::string> archs(targets.begin(), targets.end());

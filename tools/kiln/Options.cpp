@@ -84,4 +84,19 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
   return opts;
 }
 
+cl::opt<std::string> kernelOptionsFlag(
+    "kernel-options",
+    cl::desc("Kernel tuning knobs, name=value,...: gemv-rows, gemv-split-k, "
+             "vector-width, attention-warps, kv-splits, sm-count, "
+             "epilogue-threads, prefill-attention-rows"),
+    cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()));
+
+absl::StatusOr<CodegenOptions> codegenOptions() {
+  CodegenOptions opts;
+  if (llvm::Error e = parseCodegenOptions(kernelOptionsFlag, opts))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kernel-options: ", llvm::toString(std::move(e))));
+  return opts;
+}
+
 } // namespace kiln

@@ -128,6 +128,9 @@ int runRun() {
   if (!samplingOr.ok())
     return fail(samplingOr.status(), 2);
   const SamplingParams &sampling = *samplingOr;
+  auto knobs = codegenOptions();
+  if (!knobs.ok())
+    return fail(knobs.status(), 2);
   if (device != "ref" && device != "emu")
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--device: '", std::string(device),
@@ -198,7 +201,7 @@ int runRun() {
     if (absl::Status s = openWeights(folder, compiled->weights); !s.ok())
       return fail(s);
     if (device == "emu") {
-      auto program = buildProgram(*compiled->module, CodegenOptions());
+      auto program = buildProgram(*compiled->module, *knobs);
       if (!program)
         return fail(absl::InvalidArgumentError(absl::StrCat(
             compiled->source.name, ": ", toString(program.takeError()))));
