@@ -113,11 +113,24 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
   for (int t = begin + warp; t < end; t += WARPS) {
     const long long base =
         kiln_slot(block_table, t, BLOCK_SIZE) * (KVH * DH) + g * DH;
+    // This lane's DPL dims of the key and the value, in one load each when
+    // 32 lanes cover the head exactly.
+    float kf[DPL], vf[DPL];
+    if constexpr (DH % 32 == 0) {
+      kiln_load<DPL>(k_cache + base + lane * DPL, kf);
+      kiln_load<DPL>(v_cache + base + lane * DPL, vf);
+    } else {
+#pragma unroll
+      for (int e = 0; e < DPL; ++e) {
+        const bool in = lane * DPL + e < DH;
+        kf[e] = in ? __half2float(k_cache[base + lane * DPL + e]) : 0.0f;
+        vf[e] = in ? __half2float(v_cache[base + lane * DPL + e]) : 0.0f;
+      }
+    }
     float score = 0.0f;
 #pragma unroll
     for (int e = 0; e < DPL; ++e)
-      if (lane * DPL + e < DH)
-        score += qv[e] * __half2float(k_cache[base + lane * DPL + e]);
+      score += qv[e] * kf[e]; // qv is 0 past DH
     score = kiln_warp_sum(score);
     const float m_new = fmaxf(m, score);
     const float correction = expf(m - m_new); // 0 while m is -inf
@@ -125,9 +138,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
     l = l * correction + p;
 #pragma unroll
     for (int e = 0; e < DPL; ++e)
-      if (lane * DPL + e < DH)
-        acc[e] = acc[e] * correction +
-                 p * __half2float(v_cache[base + lane * DPL + e]);
+      acc[e] = acc[e] * correction + p * vf[e];
     m = m_new;
   }
 

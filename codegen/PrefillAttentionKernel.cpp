@@ -62,11 +62,28 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
   os << "constexpr int WARPS = " << warps << ", ROWS = " << rows
      << ", QROWS = WARPS * ROWS, TILE = 32;\n";
   os << "constexpr int DPL = (DH + 31) / 32; // head dims per lane\n";
+  os << "constexpr int LOAD = "
+     << (dh % 8 == 0   ? 8
+         : dh % 4 == 0 ? 4
+                       : 2)
+     << "; // halves per key load\n";
   os << "constexpr bool ROPE = " << (rope ? "true" : "false")
      << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
   os << "constexpr float SCALE = "
      << floatLiteral(att.getScale().convertToDouble()) << ";\n";
   os << R"cuda(
+// N halves from global memory in one load (N * 2 bytes, aligned).
+template <int N>
+__device__ __forceinline__ void kiln_copy(__half2 *dst, const __half *src) {
+  struct alignas(2 * N) Chunk {
+    __half2 h[N / 2];
+  };
+  const Chunk c = *reinterpret_cast<const Chunk *>(src);
+#pragma unroll
+  for (int e = 0; e < N / 2; ++e)
+    dst[e] = c.h[e];
+}
+
 // q [S, H*DH] f16, k_cache/v_cache: this layer's keys and values in the pool
 // ([slot, KVH*DH] f16), block_table [blocks] i32, positions [S] i32,
 // count [1] i32, out [S, H*DH] f16.
@@ -122,17 +139,25 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
   }
 
   for (int t0 = 0; t0 <= last; t0 += TILE) {
-    for (int i = threadIdx.x; i < TILE * (DH / 2); i += blockDim.x) {
-      const int j = i / (DH / 2), d = 2 * (i % (DH / 2)), t = t0 + j;
-      __half2 kv = __float2half2_rn(0.0f), vv = kv;
+    // LOAD halves (16 bytes when the head allows) per thread and step.
+    for (int i = threadIdx.x; i < TILE * (DH / LOAD); i += blockDim.x) {
+      const int j = i / (DH / LOAD), d = LOAD * (i % (DH / LOAD)), t = t0 + j;
+      __half2 kv[LOAD / 2], vv[LOAD / 2];
       if (t <= last) {
         const long long at =
             kiln_slot(block_table, t, BLOCK_SIZE) * (KVH * DH) + g * DH + d;
-        kv = *reinterpret_cast<const __half2 *>(k_cache + at);
-        vv = *reinterpret_cast<const __half2 *>(v_cache + at);
+        kiln_copy<LOAD>(kv, k_cache + at);
+        kiln_copy<LOAD>(vv, v_cache + at);
+      } else {
+#pragma unroll
+        for (int e = 0; e < LOAD / 2; ++e)
+          kv[e] = vv[e] = __float2half2_rn(0.0f);
       }
-      *reinterpret_cast<__half2 *>(&ks[j][d]) = kv;
-      *reinterpret_cast<__half2 *>(&vs[j][d]) = vv;
+#pragma unroll
+      for (int e = 0; e < LOAD / 2; ++e) {
+        *reinterpret_cast<__half2 *>(&ks[j][d + 2 * e]) = kv[e];
+        *reinterpret_cast<__half2 *>(&vs[j][d + 2 * e]) = vv[e];
+      }
     }
     __syncthreads();
 #pragma unroll

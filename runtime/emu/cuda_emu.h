@@ -192,29 +192,93 @@ template <typename... A> void call(void (*f)(A...), void **args) {
 inline void __syncthreads() { kiln_emu::yield(kiln_emu::Wait::Block); }
 
 namespace kiln_emu {
-/// Lane `from(lane)`'s value: every lane posts, the warp meets, every lane
-/// reads, the warp meets again (so no lane overwrites a value not yet read).
-template <typename From> float shuffle(float v, From from) {
+/// The bits of lane `from(lane)`'s value (its own when that lane is outside
+/// the warp or the block, as CUDA keeps it for __shfl_down_sync): every
+/// lane posts, the warp meets, every lane reads, the warp meets again (so
+/// no lane overwrites a value not yet read).
+template <typename T, typename From> T shuffle(T v, From from) {
+  static_assert(sizeof(T) == sizeof(float));
   Thread &t = self();
   std::vector<float> &lanes = block->lanes;
-  lanes[t.linear] = v;
+  std::memcpy(&lanes[t.linear], &v, sizeof v);
   yield(Wait::Warp);
-  const float r = lanes[(t.linear & ~31) | (from(t.linear & 31) & 31)];
+  const int src = from(t.linear & 31);
+  const int at = (t.linear & ~31) | (src & 31);
+  T r = v;
+  if (src >= 0 && src < 32 && at < int(lanes.size()))
+    std::memcpy(&r, &lanes[at], sizeof r);
   yield(Wait::Warp);
   return r;
 }
+
+/// One bit per live lane of the warp whose predicate holds, and the live
+/// lanes themselves.
+inline std::pair<unsigned, unsigned> vote(bool predicate) {
+  Thread &t = self();
+  std::vector<float> &lanes = block->lanes;
+  lanes[t.linear] = predicate ? 1.0f : 0.0f;
+  yield(Wait::Warp);
+  const int base = t.linear & ~31, n = int(lanes.size());
+  unsigned ballot = 0, live = 0;
+  for (int i = base; i < std::min(n, base + 32); ++i)
+    if (!block->threads[i].done) {
+      live |= 1u << (i - base);
+      if (lanes[i] != 0.0f)
+        ballot |= 1u << (i - base);
+    }
+  yield(Wait::Warp);
+  return {ballot, live};
+}
 } // namespace kiln_emu
 
-inline float __shfl_xor_sync(unsigned, float v, int mask) {
+template <typename T> T __shfl_xor_sync(unsigned, T v, int mask) {
   return kiln_emu::shuffle(v, [&](int lane) { return lane ^ mask; });
 }
-inline float __shfl_sync(unsigned, float v, int src) {
+template <typename T> T __shfl_sync(unsigned, T v, int src) {
   return kiln_emu::shuffle(v, [&](int) { return src; });
 }
+template <typename T> T __shfl_down_sync(unsigned, T v, unsigned delta) {
+  return kiln_emu::shuffle(v, [&](int lane) { return lane + int(delta); });
+}
+inline unsigned __ballot_sync(unsigned, int p) {
+  return kiln_emu::vote(p != 0).first;
+}
+inline int __any_sync(unsigned, int p) {
+  return kiln_emu::vote(p != 0).first != 0;
+}
+inline int __all_sync(unsigned, int p) {
+  auto [ballot, live] = kiln_emu::vote(p != 0);
+  return ballot == live;
+}
 
+// Atomics are the host's: blocks run on several OS threads at once.
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned atomicAdd(unsigned *p, unsigned v) {
   return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+inline int atomicAdd(int *p, int v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+inline float atomicAdd(float *p, float v) {
+  float old, sum;
+  __atomic_load(p, &old, __ATOMIC_SEQ_CST);
+  do
+    sum = old + v;
+  while (!__atomic_compare_exchange(p, &old, &sum, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST));
+  return old;
+}
+inline int atomicMax(int *p, int v) {
+  int old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+  while (old < v && !__atomic_compare_exchange_n(
+                        p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    ;
+  return old;
+}
+inline unsigned atomicCAS(unsigned *p, unsigned compare, unsigned v) {
+  __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_SEQ_CST,
+                              __ATOMIC_SEQ_CST);
+  return compare;
 }
 inline float __ldcg(const float *p) { return *p; }
 inline float __int_as_float(int i) {
