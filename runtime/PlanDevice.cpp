@@ -1,0 +1,104 @@
+//===- PlanDevice.cpp -----------------------------------------------------===//
+#include "runtime/PlanDevice.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+absl::StatusOr<std::vector<uint16_t>> packWeight(const WeightBuffer &w,
+                                                 const WeightSet &weights) {
+  std::vector<float> scale(w.cols, 1.0f); // [cols]
+  if (!w.scaledBy.empty()) {
+    const TensorView *g = weights.find(w.scaledBy);
+    if (!g || g->numElements() != w.cols)
+      return absl::InvalidArgumentError(
+          absl::StrCat(weights.origin(), ": no weight '", w.scaledBy, "' of ",
+                       w.cols, " elements"));
+    g->toFloat(scale.data());
+  }
+  std::vector<uint16_t> out; // [sum(rows), cols]
+  for (const WeightSource &source : w.sources) {
+    const TensorView *t = weights.find(source.name);
+    if (!t || t->shape != source.shape)
+      return absl::InvalidArgumentError(
+          absl::StrCat(weights.origin(), ": no weight '", source.name,
+                       "' of shape ", shapeString(source.shape)));
+    std::vector<float> rows(t->numElements());
+    t->toFloat(rows.data());
+    for (size_t j = 0; j < rows.size(); ++j)
+      out.push_back(floatToHalf(rows[j] * scale[j % w.cols]));
+  }
+  return out;
+}
+
+PlanDevice::PlanDevice(Program program) : program_(std::move(program)) {
+  int64_t rows = std::max<int64_t>(program_.prefill.back().tokens, 1);
+  tokens_.assign(rows, 0);
+  positions_.assign(rows, 0);
+}
+
+absl::Status
+PlanDevice::checkPositions(std::span<const int32_t> positions) const {
+  int64_t slots = program_.poolBlocks * program_.blockSize;
+  for (int32_t p : positions)
+    if (p < 0 || p >= slots)
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), " device: position ", p,
+                       " is outside the KV pool (", slots, " tokens)"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> PlanDevice::decode(int32_t token,
+                                                      int32_t position) {
+  if (absl::Status s = checkPositions({&position, 1}); !s.ok())
+    return s;
+  tokens_[0] = token;
+  positions_[0] = position;
+  count_ = 1;
+  if (absl::Status s = sendInputs(1); !s.ok())
+    return s;
+  if (absl::Status s = run(program_.decode); !s.ok())
+    return s;
+  std::vector<float> logits(program_.vocab); // [V]
+  if (absl::Status s =
+          readLogits(program_.decodeLogits, logits.data(), logits.size());
+      !s.ok())
+    return s;
+  return logits;
+}
+
+absl::StatusOr<std::vector<float>>
+PlanDevice::prefill(std::span<const int32_t> tokens,
+                    std::span<const int32_t> positions) {
+  if (absl::Status s = checkPositions(positions); !s.ok())
+    return s;
+  std::vector<float> logits(tokens.size() * program_.vocab); // [S, V]
+  // A prompt longer than the largest bucket runs in chunks of it: each
+  // chunk's attention reads the earlier chunks' keys from the pool.
+  int64_t largest = program_.prefill.back().tokens;
+  for (size_t begin = 0; begin < tokens.size(); begin += largest) {
+    size_t n = std::min<size_t>(largest, tokens.size() - begin);
+    const PrefillPlan &plan = program_.prefillFor(int64_t(n));
+    // The bucket's padding rows hold token 0 at position 0; the kernels
+    // skip them (they read count).
+    std::fill(tokens_.begin(), tokens_.end(), 0);
+    std::fill(positions_.begin(), positions_.end(), 0);
+    std::copy_n(tokens.begin() + begin, n, tokens_.begin());
+    std::copy_n(positions.begin() + begin, n, positions_.begin());
+    count_ = int32_t(n);
+    if (absl::Status s = sendInputs(plan.tokens); !s.ok())
+      return s;
+    if (absl::Status s = run(plan.launches); !s.ok())
+      return s;
+    if (absl::Status s =
+            readLogits(program_.prefillLogits, &logits[begin * program_.vocab],
+                       n * program_.vocab);
+        !s.ok())
+      return s;
+  }
+  return logits;
+}
+
+} // namespace kiln
