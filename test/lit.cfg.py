@@ -60,3 +60,12 @@ if asan and os.path.isabs(asan) and os.path.exists(asan):
          "-fno-omit-frame-pointer' LD_PRELOAD=%s "
          "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0"
          % (os.path.join(config.test_exec_root, "emu-asan-cache"), asan)))
+
+# Whether this machine has a CUDA driver (the cuda device's tests of a
+# missing driver run only where there is none).
+try:
+    import ctypes
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda-driver")
+except OSError:
+    config.available_features.add("no-cuda-driver")

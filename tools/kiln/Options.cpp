@@ -32,7 +32,7 @@ cl::opt<std::string> cacheDirFlag(
     "cache-dir",
     cl::desc("The kernel cache folder (default: $KILN_CACHE_DIR, else "
              "$XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels)"),
-    cl::value_desc("folder"), cl::sub(compileCommand()),
+    cl::value_desc("folder"), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(cacheCommand()));
 
 cl::opt<std::string> dtypeFlag("dtype",

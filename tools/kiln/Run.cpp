@@ -1,9 +1,11 @@
 //===- Run.cpp - kiln run -------------------------------------------------===//
+#include "codegen/KernelCache.h"
 #include "codegen/Program.h"
 #include "reference/RefDevice.h"
 #include "runtime/Bundle.h"
 #include "runtime/EmuDevice.h"
 #include "runtime/Generate.h"
+#include "runtime/cuda/CudaDevice.h"
 #include "tools/kiln/Commands.h"
 
 #include "absl/strings/numbers.h"
@@ -32,8 +34,8 @@ cl::opt<std::string> maxNewTokensFlag("max-new-tokens",
                                       cl::init("16"), cl::sub(runCommand()));
 cl::opt<std::string> device("device",
                             cl::desc("Where to run: ref (fp32 interpreter of "
-                                     "the IR) or emu (the CUDA kernels on "
-                                     "the CPU)"),
+                                     "the IR), emu (the CUDA kernels on "
+                                     "the CPU) or cuda (GPU 0)"),
                             cl::init("ref"), cl::sub(runCommand()));
 cl::opt<std::string> weightsFolder(
     "weights",
@@ -81,6 +83,28 @@ absl::StatusOr<SamplingParams> parseSampling() {
   if (!absl::SimpleAtoi(std::string(seedFlag), &p.seed))
     return bad("seed", seedFlag, "an integer in [0, 2^32)");
   return p;
+}
+
+/// The cuda device for a model compiled on the way: its kernels through
+/// NVRTC (and the kernel cache) for the GPU's own target.
+absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
+                                                      const WeightSet &w) {
+  auto gpu = probeCudaGpu();
+  if (!gpu.ok())
+    return gpu.status();
+  KernelCache cache(cacheDirFlag.empty() ? KernelCache::defaultDir()
+                                         : std::string(cacheDirFlag));
+  int hits = 0;
+  auto compiled =
+      compileKernelsCached(program.kernels, {gpu->target}, cache, hits);
+  if (!compiled)
+    return absl::InternalError(toString(compiled.takeError()));
+  KernelBinaries cubin, ptx;
+  for (CompiledKernel &k : *compiled) {
+    cubin[k.kernel][k.target] = std::move(k.cubin);
+    ptx[k.kernel][k.target] = std::move(k.ptx);
+  }
+  return CudaDevice::create(std::move(program), cubin, ptx, w);
 }
 
 /// What a bundle's weight manifest needs of the checkpoint.
@@ -131,10 +155,11 @@ int runRun() {
   auto knobs = codegenOptions();
   if (!knobs.ok())
     return fail(knobs.status(), 2);
-  if (device != "ref" && device != "emu")
+  if (device != "ref" && device != "emu" && device != "cuda")
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--device: '", std::string(device),
-                    "' is not a device of this build (it has: ref, emu)")),
+                    "' is not a device of this build (it has: ref, emu, "
+                    "cuda)")),
                 2);
   // A bundle runs as compiled (weights from --weights); a model folder or
   // preset is compiled on the way.
@@ -181,7 +206,11 @@ int runRun() {
             openWeights(weightsFolder, manifestSpecs(bundle->program.weights));
         !s.ok())
       return fail(s);
-    dev = EmuDevice::create(std::move(bundle->program), *weights);
+    if (device == "cuda")
+      dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
+                               bundle->ptx, *weights);
+    else
+      dev = EmuDevice::create(std::move(bundle->program), *weights);
   } else {
     auto opts = frontendOptions();
     if (!opts.ok())
@@ -200,12 +229,15 @@ int runRun() {
         weightsFolder.empty() ? compiled->source.folder : weightsFolder;
     if (absl::Status s = openWeights(folder, compiled->weights); !s.ok())
       return fail(s);
-    if (device == "emu") {
+    if (device == "emu" || device == "cuda") {
       auto program = buildProgram(*compiled->module, *knobs);
       if (!program)
         return fail(absl::InvalidArgumentError(absl::StrCat(
             compiled->source.name, ": ", toString(program.takeError()))));
-      dev = EmuDevice::create(std::move(*program), *weights);
+      if (device == "cuda")
+        dev = cudaDeviceFor(std::move(*program), *weights);
+      else
+        dev = EmuDevice::create(std::move(*program), *weights);
     } else {
       dev = RefDevice::create(*compiled->module, *weights);
     }

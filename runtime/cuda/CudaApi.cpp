@@ -1,0 +1,76 @@
+//===- CudaApi.cpp --------------------------------------------------------===//
+#include "runtime/cuda/CudaApi.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <dlfcn.h>
+
+namespace kiln {
+namespace {
+/// The first of `names` that dlopen finds, or an error naming them all.
+absl::StatusOr<void *> openLibrary(const char *what,
+                                   std::initializer_list<const char *> names) {
+  std::string tried;
+  for (const char *name : names) {
+    if (void *handle = dlopen(name, RTLD_NOW | RTLD_LOCAL))
+      return handle;
+    tried += (tried.empty() ? "" : "; ") + std::string(dlerror());
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("cuda device: cannot open ", what, ": ", tried));
+}
+} // namespace
+
+absl::StatusOr<const CudaDriver *> CudaDriver::get() {
+  static absl::StatusOr<const CudaDriver *> driver =
+      []() -> absl::StatusOr<const CudaDriver *> {
+    auto lib = openLibrary("the CUDA driver", {"libcuda.so.1", "libcuda.so"});
+    if (!lib.ok())
+      return lib.status();
+    static CudaDriver d;
+#define KILN_LOOKUP(member, function, symbol)                                  \
+  d.member = reinterpret_cast<decltype(d.member)>(dlsym(*lib, symbol));        \
+  if (!d.member)                                                               \
+    return absl::FailedPreconditionError(                                      \
+        "cuda device: the CUDA driver has no " symbol);
+    KILN_CUDA_DRIVER_FUNCTIONS(KILN_LOOKUP)
+#undef KILN_LOOKUP
+    return &d;
+  }();
+  return driver;
+}
+
+absl::Status CudaDriver::check(CUresult r, const char *call) const {
+  if (r == CUDA_SUCCESS)
+    return absl::OkStatus();
+  const char *message = nullptr;
+  getErrorString(r, &message);
+  return absl::InternalError(absl::StrCat("cuda device: ", call, ": ",
+                                          message ? message : "error ",
+                                          message ? "" : std::to_string(r)));
+}
+
+absl::StatusOr<const Cublas *> Cublas::get() {
+  static absl::StatusOr<const Cublas *> cublas =
+      []() -> absl::StatusOr<const Cublas *> {
+    auto lib = openLibrary(
+        "cuBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"});
+    if (!lib.ok())
+      return lib.status();
+    static Cublas c;
+    auto look = [&](auto &member, const char *symbol) {
+      member = reinterpret_cast<std::remove_reference_t<decltype(member)>>(
+          dlsym(*lib, symbol));
+      return member != nullptr;
+    };
+    if (!look(c.create, "cublasCreate_v2") ||
+        !look(c.destroy, "cublasDestroy_v2") || !look(c.gemmEx, "cublasGemmEx"))
+      return absl::FailedPreconditionError(
+          "cuda device: cuBLAS lacks cublasCreate_v2, cublasDestroy_v2 or "
+          "cublasGemmEx");
+    return &c;
+  }();
+  return cublas;
+}
+
+} // namespace kiln

@@ -1,0 +1,77 @@
+//===- CudaApi.h - the CUDA driver and cuBLAS, opened at run time -*- C++
+//-*-===//
+//
+// kiln links neither libcuda nor libcublas: a machine without a GPU must
+// still run kiln (the emu device), and one GPU machine's libraries are not
+// another's. Each library is opened with dlopen on first use and every
+// function kiln calls is looked up once, through one table per library;
+// cuda.h gives the driver's types and signatures.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_RUNTIME_CUDA_CUDAAPI_H
+#define KILN_RUNTIME_CUDA_CUDAAPI_H
+
+#include "absl/status/statusor.h"
+
+#include <cuda.h>
+
+#include <string>
+
+namespace kiln {
+
+// Every driver function kiln calls: (member, declaration in cuda.h, the
+// versioned symbol libcuda exports).
+#define KILN_CUDA_DRIVER_FUNCTIONS(X)                                          \
+  X(init, cuInit, "cuInit")                                                    \
+  X(deviceGetCount, cuDeviceGetCount, "cuDeviceGetCount")                      \
+  X(deviceGet, cuDeviceGet, "cuDeviceGet")                                     \
+  X(deviceGetName, cuDeviceGetName, "cuDeviceGetName")                         \
+  X(deviceGetAttribute, cuDeviceGetAttribute, "cuDeviceGetAttribute")          \
+  X(primaryCtxRetain, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")    \
+  X(primaryCtxRelease, cuDevicePrimaryCtxRelease_v2,                           \
+    "cuDevicePrimaryCtxRelease_v2")                                            \
+  X(ctxSetCurrent, cuCtxSetCurrent, "cuCtxSetCurrent")                         \
+  X(ctxSynchronize, cuCtxSynchronize, "cuCtxSynchronize")                      \
+  X(memGetInfo, cuMemGetInfo_v2, "cuMemGetInfo_v2")                            \
+  X(memAlloc, cuMemAlloc_v2, "cuMemAlloc_v2")                                  \
+  X(memFree, cuMemFree_v2, "cuMemFree_v2")                                     \
+  X(memcpyHtoD, cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2")                            \
+  X(memcpyDtoH, cuMemcpyDtoH_v2, "cuMemcpyDtoH_v2")                            \
+  X(memsetD8, cuMemsetD8_v2, "cuMemsetD8_v2")                                  \
+  X(moduleLoadData, cuModuleLoadData, "cuModuleLoadData")                      \
+  X(moduleUnload, cuModuleUnload, "cuModuleUnload")                            \
+  X(moduleGetFunction, cuModuleGetFunction, "cuModuleGetFunction")             \
+  X(launchKernel, cuLaunchKernel, "cuLaunchKernel")                            \
+  X(getErrorString, cuGetErrorString, "cuGetErrorString")
+
+/// The driver's functions, from libcuda.so.1.
+struct CudaDriver {
+#define KILN_MEMBER(member, function, symbol) decltype(&::function) member;
+  KILN_CUDA_DRIVER_FUNCTIONS(KILN_MEMBER)
+#undef KILN_MEMBER
+
+  /// Opened once per process; fails naming the library or the symbol.
+  static absl::StatusOr<const CudaDriver *> get();
+
+  /// OK, or an error naming the call and the driver's message.
+  absl::Status check(CUresult r, const char *call) const;
+};
+
+/// The cuBLAS functions kiln calls (declared here: cublas_api.h overloads
+/// some of them), from libcublas.
+struct Cublas {
+  using Handle = void *;
+  int (*create)(Handle *);
+  int (*destroy)(Handle);
+  // cublasGemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B,
+  // Btype, ldb, beta, C, Ctype, ldc, computeType, algo)
+  int (*gemmEx)(Handle, int, int, int, int, int, const void *, const void *,
+                int, int, const void *, int, int, const void *, void *, int,
+                int, int, int);
+
+  static absl::StatusOr<const Cublas *> get();
+};
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_CUDA_CUDAAPI_H

@@ -1,0 +1,240 @@
+//===- CudaDevice.cpp -----------------------------------------------------===//
+#include "runtime/cuda/CudaDevice.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+#include <cublas_api.h>
+
+namespace kiln {
+namespace {
+#define KILN_CU(call)                                                          \
+  if (absl::Status s_ = cu_->check(cu_->call, #call); !s_.ok())                \
+    return s_;
+
+std::string mib(int64_t bytes) {
+  return absl::StrFormat("%.1f MiB", double(bytes) / (1 << 20));
+}
+} // namespace
+
+absl::StatusOr<CudaGpu> probeCudaGpu() {
+  auto cu = CudaDriver::get();
+  if (!cu.ok())
+    return cu.status();
+  const CudaDriver &d = **cu;
+  if (absl::Status s = d.check(d.init(0), "cuInit"); !s.ok())
+    return s;
+  int count = 0;
+  if (absl::Status s = d.check(d.deviceGetCount(&count), "cuDeviceGetCount");
+      !s.ok())
+    return s;
+  if (count == 0)
+    return absl::FailedPreconditionError("cuda device: the driver sees no GPU");
+  CUdevice dev;
+  char name[256] = {};
+  int major = 0, minor = 0;
+  if (absl::Status s = d.check(d.deviceGet(&dev, 0), "cuDeviceGet"); !s.ok())
+    return s;
+  d.deviceGetName(name, sizeof name, dev);
+  d.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                       dev);
+  d.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                       dev);
+  return CudaGpu{name, absl::StrCat("sm_", major, minor)};
+}
+
+absl::StatusOr<std::unique_ptr<CudaDevice>>
+CudaDevice::create(Program program, const KernelBinaries &cubin,
+                   const KernelBinaries &ptx, const WeightSet &weights) {
+  auto gpu = probeCudaGpu();
+  if (!gpu.ok())
+    return gpu.status();
+  std::unique_ptr<CudaDevice> dev(new CudaDevice(std::move(program)));
+  dev->cu_ = *CudaDriver::get();
+  dev->target_ = gpu->target;
+  const CudaDriver *cu_ = dev->cu_;
+  KILN_CU(deviceGet(&dev->gpu_, 0));
+  KILN_CU(primaryCtxRetain(&dev->ctx_, dev->gpu_));
+  KILN_CU(ctxSetCurrent(dev->ctx_));
+  if (absl::Status s = dev->loadKernels(cubin, ptx); !s.ok())
+    return s;
+  if (absl::Status s = dev->allocate(weights); !s.ok())
+    return s;
+  bool gemms = false;
+  for (const PrefillPlan &plan : dev->program_.prefill)
+    for (const Launch &l : plan.launches)
+      gemms = gemms || l.kernel == kGemm;
+  if (gemms) {
+    auto blas = Cublas::get();
+    if (!blas.ok())
+      return blas.status();
+    dev->blas_ = *blas;
+    if (dev->blas_->create(&dev->blasHandle_) != 0)
+      return absl::InternalError("cuda device: cublasCreate failed");
+  }
+  return dev;
+}
+
+CudaDevice::~CudaDevice() {
+  if (!cu_)
+    return;
+  if (blasHandle_)
+    blas_->destroy(blasHandle_);
+  for (CUdeviceptr p : allocations_)
+    cu_->memFree(p);
+  for (CUmodule m : modules_)
+    cu_->moduleUnload(m);
+  if (ctx_)
+    cu_->primaryCtxRelease(gpu_);
+}
+
+absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
+                                     const KernelBinaries &ptx) {
+  int mine = std::stoi(target_.substr(3));
+  for (const KernelCode &k : program_.kernels) {
+    // The GPU's own CUBIN, else the newest PTX no newer than the GPU.
+    std::string image;
+    if (auto c = cubin.find(k.name); c != cubin.end())
+      if (auto t = c->second.find(target_); t != c->second.end())
+        image = t->second;
+    if (auto p = ptx.find(k.name); image.empty() && p != ptx.end()) {
+      int best = -1;
+      for (const auto &[target, text] : p->second) {
+        int t = std::stoi(target.substr(3));
+        if (t <= mine && t > best) {
+          best = t;
+          image = text; // PTX must end with a NUL for cuModuleLoadData
+        }
+      }
+    }
+    if (image.empty())
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cuda device: kernel ", k.name, " has no CUBIN for ", target_,
+          " and no PTX for an older target: compile with --target ", target_));
+    image.push_back('\0');
+    CUmodule module;
+    CUfunction function;
+    KILN_CU(moduleLoadData(&module, image.data()));
+    modules_.push_back(module);
+    KILN_CU(moduleGetFunction(&function, module, k.entry.c_str()));
+    functions_.push_back(function);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::allocate(const WeightSet &weights) {
+  const Program &p = program_;
+  int64_t weightBytes = 0;
+  for (const WeightBuffer &w : p.weights) {
+    int64_t rows = 0;
+    for (const WeightSource &s : w.sources)
+      rows += s.shape.size() == 2 ? s.shape[0] : 1;
+    weightBytes += rows * w.cols * 2;
+  }
+  int64_t rows = int64_t(tokens_.size());
+  // Every region the plans name, with its size in bytes.
+  const std::pair<Region, int64_t> sizes[] = {
+      {Region::Arena, p.arenaBytes},
+      {Region::Pool, p.poolBytes},
+      {Region::Workspace, p.workspaceFloats * 4},
+      {Region::Counters, p.counters * 4},
+      {Region::Tokens, rows * 4},
+      {Region::Positions, rows * 4},
+      {Region::BlockTable, p.poolBlocks * 4},
+      {Region::Count, 4},
+      {Region::Sampled, 4},
+      {Region::Sampling, int64_t(sizeof(SamplingParams))}};
+  int64_t total = weightBytes;
+  for (auto [region, bytes] : sizes)
+    total += bytes;
+  size_t free = 0, all = 0;
+  KILN_CU(memGetInfo(&free, &all));
+  if (total > int64_t(free))
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cuda device: needs ", mib(total), " (weights ", mib(weightBytes),
+        ", arena ", mib(p.arenaBytes), ", KV pool ", mib(p.poolBytes),
+        ", workspace ", mib(p.workspaceFloats * 4), "); the GPU has ",
+        mib(free), " free of ", mib(all)));
+
+  auto alloc = [&](int64_t bytes, CUdeviceptr &out) -> absl::Status {
+    KILN_CU(memAlloc(&out, std::max<int64_t>(bytes, 4)));
+    allocations_.push_back(out);
+    KILN_CU(memsetD8(out, 0, std::max<int64_t>(bytes, 4)));
+    return absl::OkStatus();
+  };
+  for (auto [region, bytes] : sizes)
+    if (absl::Status s = alloc(bytes, regions_[region]); !s.ok())
+      return s;
+  // One sequence: its block table is the pool in order.
+  std::vector<int32_t> table(p.poolBlocks); // [blocks]
+  for (int64_t b = 0; b < p.poolBlocks; ++b)
+    table[b] = int32_t(b);
+  KILN_CU(
+      memcpyHtoD(regions_[Region::BlockTable], table.data(), table.size() * 4));
+  for (const WeightBuffer &w : p.weights) {
+    auto packed = packWeight(w, weights); // one buffer on the host at a time
+    if (!packed.ok())
+      return packed.status();
+    CUdeviceptr ptr;
+    if (absl::Status s = alloc(int64_t(packed->size()) * 2, ptr); !s.ok())
+      return s;
+    KILN_CU(memcpyHtoD(ptr, packed->data(), packed->size() * 2));
+    weights_[w.name] = ptr;
+  }
+  return absl::OkStatus();
+}
+
+CUdeviceptr CudaDevice::address(const Argument &a) const {
+  if (a.region == Region::Weight)
+    return weights_.at(a.weight);
+  return regions_.at(a.region) + CUdeviceptr(a.offset);
+}
+
+absl::Status CudaDevice::sendInputs(int64_t rows) {
+  KILN_CU(memcpyHtoD(regions_[Region::Tokens], tokens_.data(), rows * 4));
+  KILN_CU(memcpyHtoD(regions_[Region::Positions], positions_.data(), rows * 4));
+  KILN_CU(memcpyHtoD(regions_[Region::Count], &count_, 4));
+  KILN_CU(memcpyHtoD(regions_[Region::Sampling], &sampling_, sizeof sampling_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
+  for (const Launch &l : launches) {
+    std::vector<CUdeviceptr> args; // the kernel's parameters
+    for (const Argument &a : l.args)
+      args.push_back(address(a));
+    if (l.kernel == kGemm) {
+      // Row-major C[m, n] = A[m, k] . W[n, k]^T is column-major
+      // C^T[n, m] = W^T . A^T: W transposed, A as is.
+      const float one = 1.0f, zero = 0.0f;
+      const GemmShape &g = l.gemm;
+      int r = blas_->gemmEx(
+          blasHandle_, CUBLAS_OP_T, CUBLAS_OP_N, int(g.n), int(g.m), int(g.k),
+          &one, reinterpret_cast<void *>(args[1]), CUDA_R_16F, int(g.k),
+          reinterpret_cast<void *>(args[0]), CUDA_R_16F, int(g.k), &zero,
+          reinterpret_cast<void *>(args[2]), CUDA_R_32F, int(g.n),
+          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (r != 0)
+        return absl::InternalError(absl::StrCat(
+            "cuda device: cublasGemmEx for ", l.name, ": status ", r));
+      continue;
+    }
+    std::vector<void *> params;
+    for (CUdeviceptr &a : args)
+      params.push_back(&a);
+    KILN_CU(launchKernel(functions_[l.kernel], unsigned(l.grid[0]),
+                         unsigned(l.grid[1]), unsigned(l.grid[2]),
+                         unsigned(l.blockThreads), 1, 1, 0, nullptr,
+                         params.data(), nullptr));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::readLogits(int64_t offset, float *out, size_t floats) {
+  // Synchronous on the default stream: the step has finished after it.
+  KILN_CU(memcpyDtoH(out, regions_[Region::Arena] + offset, floats * 4));
+  KILN_CU(memcpyDtoH(&sampled_, regions_[Region::Sampled], 4));
+  return absl::OkStatus();
+}
+
+} // namespace kiln

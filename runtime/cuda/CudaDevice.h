@@ -1,0 +1,64 @@
+//===- CudaDevice.h - a Program on an NVIDIA GPU ----------------*- C++ -*-===//
+#ifndef KILN_RUNTIME_CUDA_CUDADEVICE_H
+#define KILN_RUNTIME_CUDA_CUDADEVICE_H
+
+#include "runtime/PlanDevice.h"
+#include "runtime/cuda/CudaApi.h"
+
+#include <map>
+#include <memory>
+
+namespace kiln {
+
+/// Compiled kernels by kernel name, then target (sm_90, ...).
+using KernelBinaries =
+    std::map<std::string, std::map<std::string, std::string>>;
+
+/// The GPU the cuda device would use (device 0): its name and target.
+struct CudaGpu {
+  std::string name, target; // "NVIDIA H200", "sm_90"
+};
+absl::StatusOr<CudaGpu> probeCudaGpu();
+
+/// Runs a Program on GPU 0 through the driver API: each kernel's CUBIN for
+/// the GPU's target (else the PTX of the newest older target, which the
+/// driver compiles), the weights packed on the host and copied once, one
+/// allocation per region of the plan (after checking that they fit), and
+/// the plan's GEMMs through cuBLAS, all on the default stream.
+class CudaDevice : public PlanDevice {
+public:
+  static absl::StatusOr<std::unique_ptr<CudaDevice>>
+  create(Program program, const KernelBinaries &cubin,
+         const KernelBinaries &ptx, const WeightSet &weights);
+  ~CudaDevice() override;
+
+  std::string name() const override { return "cuda"; }
+  std::optional<int32_t> sampledToken() const override { return sampled_; }
+
+private:
+  explicit CudaDevice(Program program) : PlanDevice(std::move(program)) {}
+  absl::Status sendInputs(int64_t rows) override;
+  absl::Status run(const std::vector<Launch> &launches) override;
+  absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
+  absl::Status allocate(const WeightSet &weights);
+  absl::Status loadKernels(const KernelBinaries &cubin,
+                           const KernelBinaries &ptx);
+  CUdeviceptr address(const Argument &a) const;
+
+  const CudaDriver *cu_ = nullptr;
+  const Cublas *blas_ = nullptr;
+  Cublas::Handle blasHandle_ = nullptr;
+  CUdevice gpu_ = 0;
+  CUcontext ctx_ = nullptr;
+  std::string target_;
+  std::vector<CUmodule> modules_;
+  std::vector<CUfunction> functions_; // by kernel index
+  std::map<Region, CUdeviceptr> regions_;
+  std::map<std::string, CUdeviceptr> weights_;
+  std::vector<CUdeviceptr> allocations_;
+  int32_t sampled_ = 0;
+};
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_CUDA_CUDADEVICE_H
