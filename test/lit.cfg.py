@@ -17,7 +17,7 @@ llvm_config.with_system_environment(["HOME", "TMPDIR"])
 # RUN lines call `not` and `count` by name, as LLVM's own tests do.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.use_default_substitutions()  # FileCheck, %python
-llvm_config.add_tool_substitutions(["kiln", "kiln-opt", "kiln-translate"], [config.kiln_tools_dir])
+llvm_config.add_tool_substitutions(["kiln", "kiln-opt", "kiln-translate", "kiln-run"], [config.kiln_tools_dir])
 
 # The emu device's compiled kernels and NVRTC's kernel cache: one of each
 # for the whole test run, in the build tree, not the user's home.

@@ -5,12 +5,11 @@
 #include "runtime/Bundle.h"
 #include "runtime/EmuDevice.h"
 #include "runtime/Generate.h"
+#include "runtime/RunOptions.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "tools/kiln/Commands.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -65,26 +64,6 @@ cl::opt<std::string> seedFlag("seed",
                                        "repeats a run (default 0)"),
                               cl::init("0"), cl::sub(runCommand()));
 
-/// --temperature, --top-k, --top-p and --seed, each checked.
-absl::StatusOr<SamplingParams> parseSampling() {
-  SamplingParams p;
-  auto bad = [](const char *flag, const std::string &text, const char *what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": '", text, "' is not ", what));
-  };
-  if (!absl::SimpleAtof(std::string(temperatureFlag), &p.temperature) ||
-      !(p.temperature >= 0) || std::isinf(p.temperature))
-    return bad("temperature", temperatureFlag, "a number >= 0");
-  if (!absl::SimpleAtoi(std::string(topKFlag), &p.topK) || p.topK < 0)
-    return bad("top-k", topKFlag, "a non-negative integer");
-  if (!absl::SimpleAtof(std::string(topPFlag), &p.topP) || !(p.topP >= 0) ||
-      p.topP > 1)
-    return bad("top-p", topPFlag, "a number in [0, 1]");
-  if (!absl::SimpleAtoi(std::string(seedFlag), &p.seed))
-    return bad("seed", seedFlag, "an integer in [0, 2^32)");
-  return p;
-}
-
 /// The cuda device for a model compiled on the way: its kernels through
 /// NVRTC (and the kernel cache) for the GPU's own target.
 absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
@@ -107,48 +86,18 @@ absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
   return CudaDevice::create(std::move(program), cubin, ptx, w);
 }
 
-/// What a bundle's weight manifest needs of the checkpoint.
-std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws) {
-  std::vector<WeightSpec> specs;
-  for (const WeightBuffer &w : ws) {
-    for (const WeightSource &s : w.sources)
-      specs.push_back({s.name, s.shape});
-    if (!w.scaledBy.empty())
-      specs.push_back({w.scaledBy, {w.cols}});
-  }
-  return specs;
-}
-
-absl::StatusOr<std::vector<int32_t>> parseIds(const std::string &text) {
-  std::vector<int32_t> ids;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int32_t id;
-    if (!absl::SimpleAtoi(part, &id))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--prompt-ids: '", std::string(part), "' is not an integer"));
-    ids.push_back(id);
-  }
-  return ids;
-}
 } // namespace
 
 int runRun() {
-  if (promptIds.empty())
-    return fail(absl::InvalidArgumentError(
-                    "--prompt-ids: give the prompt as token ids, e.g. "
-                    "--prompt-ids 1,2,3"),
-                2);
-  int64_t maxNewTokens;
-  if (!absl::SimpleAtoi(std::string(maxNewTokensFlag), &maxNewTokens) ||
-      maxNewTokens < 0)
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-                    "--max-new-tokens: '", std::string(maxNewTokensFlag),
-                    "' is not a non-negative integer")),
-                2);
-  auto prompt = parseIds(promptIds);
+  auto prompt = parsePromptIds(promptIds);
   if (!prompt.ok())
     return fail(prompt.status(), 2);
-  auto samplingOr = parseSampling();
+  auto maxNew = parseMaxNewTokens(maxNewTokensFlag);
+  if (!maxNew.ok())
+    return fail(maxNew.status(), 2);
+  int64_t maxNewTokens = *maxNew;
+  auto samplingOr =
+      parseSampling(temperatureFlag, topKFlag, topPFlag, seedFlag);
   if (!samplingOr.ok())
     return fail(samplingOr.status(), 2);
   const SamplingParams &sampling = *samplingOr;
@@ -251,24 +200,8 @@ int runRun() {
     if (absl::Status s = writeLogitsDump(dumpLogits, *gen); !s.ok())
       return fail(s);
 
-  auto &os = llvm::outs();
-  os << llvm::formatv("kiln: {0} on {1}: {2} prompt tokens, {3} new\n", name,
-                      (*dev)->name(), prompt->size(), gen->tokens.size());
-  os << llvm::formatv("  prefill   {0:F2} ms\n", gen->prefillSeconds * 1e3);
-  if (!gen->tokens.empty())
-    os << llvm::formatv("  decode    {0:F3} ms/token\n",
-                        gen->decodeSeconds * 1e3 / gen->tokens.size());
-  if (!sampling.greedy())
-    os << llvm::formatv("  sampling  temperature {0}, top-k {1}, top-p {2}, "
-                        "seed {3}\n",
-                        sampling.temperature, sampling.topK, sampling.topP,
-                        sampling.seed);
-  os << "  generated";
-  for (int32_t t : gen->tokens)
-    os << " " << t;
-  os << "\n";
-  if (!dumpLogits.empty())
-    os << "  logits    " << dumpLogits << "\n";
+  llvm::outs() << generationReport(name, (*dev)->name(), *gen, sampling,
+                                   dumpLogits);
   return 0;
 }
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds what bench/gpu_check.sh needs on a GPU machine that has CUDA, a
+# compiler and Python but none of kiln's packages: gpu-kit/ with kiln-run
+# (the runtime alone; static Abseil and libstdc++), the bundles of both
+# fixtures for sm_80 and sm_90 (CUBIN, and PTX for newer GPUs), and
+# Abseil's headers and archives in case kiln-run must be rebuilt there.
+# Usage: scripts/build-gpu-kit.sh   (then carry gpu-kit/ to the machine)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh >/dev/null
+if [ ! -f build-kit/build.ninja ]; then
+  cmake -S . -B build-kit -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
+    -DKILN_RUNTIME_ONLY=ON -DKILN_STATIC_RUN=ON -DKILN_BUILD_TESTS=OFF \
+    >/dev/null
+fi
+cmake --build build-kit --target kiln-run >/dev/null
+rm -rf gpu-kit && mkdir gpu-kit
+cp build-kit/bin/kiln-run gpu-kit/
+for m in tiny-gqa tiny-mha; do
+  build/bin/kiln compile "test/fixtures/$m/model-f16" -o "gpu-kit/$m.kiln" \
+    --target sm_80,sm_90 >/dev/null
+done
+# Should the GPU machine's C library be older than this one's, gpu_check.sh
+# builds kiln-run there from the repository with these.
+mkdir -p gpu-kit/include gpu-kit/lib
+cp -r /usr/include/absl /usr/include/nlohmann gpu-kit/include/
+cp /usr/lib/x86_64-linux-gnu/libabsl_*.a gpu-kit/lib/
+echo "gpu-kit/: $(ls gpu-kit | tr '\n' ' ')($(du -sh gpu-kit | cut -f1))"
+echo "kiln-run needs: $(ldd gpu-kit/kiln-run | awk '{print $1}' | tr '\n' ' ')"

@@ -1,0 +1,133 @@
+//===- kiln-run.cpp - a bundle on a GPU, with the runtime alone -----------===//
+//
+//   kiln-run model.kiln --weights FOLDER --prompt-ids 1,2,3
+//            [--max-new-tokens N] [--device cuda|emu] [--dump-logits F]
+//            [--temperature T] [--top-k K] [--top-p P] [--seed S]
+//
+// The runtime without the compiler (no MLIR, no LLVM), so that one binary,
+// built with static Abseil and libstdc++, runs on another Linux machine
+// with a CUDA driver: the GPU check (bench/gpu_check.sh) carries it there.
+// Same flags, errors and report as `kiln run` on a bundle.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Bundle.h"
+#include "runtime/EmuDevice.h"
+#include "runtime/RunOptions.h"
+#include "runtime/cuda/CudaDevice.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstdio>
+#include <map>
+
+using namespace kiln;
+
+namespace {
+int fail(const absl::Status &status, int code = 1) {
+  std::fprintf(stderr, "kiln-run: error: %s\n",
+               std::string(status.message()).c_str());
+  return code;
+}
+
+const char *kUsage =
+    "usage: kiln-run BUNDLE --weights FOLDER --prompt-ids 1,2,3 "
+    "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
+    "[--temperature T] [--top-k K] [--top-p P] [--seed S]";
+} // namespace
+
+int main(int argc, char **argv) {
+  std::map<std::string, std::string> flags = {
+      {"weights", ""},    {"prompt-ids", ""},  {"max-new-tokens", "16"},
+      {"device", "cuda"}, {"dump-logits", ""}, {"temperature", "0"},
+      {"top-k", "0"},     {"top-p", "1"},      {"seed", "0"}};
+  std::string bundlePath;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf("%s\n", kUsage);
+      return 0;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      if (!bundlePath.empty())
+        return fail(
+            absl::InvalidArgumentError(absl::StrCat(
+                "two bundles: '", bundlePath, "' and '", arg, "'; ", kUsage)),
+            2);
+      bundlePath = arg;
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return fail(absl::InvalidArgumentError(
+                      absl::StrCat("--", name, ": needs a value")),
+                  2);
+    }
+    if (!flags.count(name))
+      return fail(absl::InvalidArgumentError(
+                      absl::StrCat("unknown flag --", name, "; ", kUsage)),
+                  2);
+    flags[name] = value;
+  }
+  if (bundlePath.empty() || flags["weights"].empty())
+    return fail(absl::InvalidArgumentError(
+                    absl::StrCat("name the bundle and --weights; ", kUsage)),
+                2);
+  auto prompt = parsePromptIds(flags["prompt-ids"]);
+  if (!prompt.ok())
+    return fail(prompt.status(), 2);
+  auto maxNew = parseMaxNewTokens(flags["max-new-tokens"]);
+  if (!maxNew.ok())
+    return fail(maxNew.status(), 2);
+  auto sampling = parseSampling(flags["temperature"], flags["top-k"],
+                                flags["top-p"], flags["seed"]);
+  if (!sampling.ok())
+    return fail(sampling.status(), 2);
+  const std::string &device = flags["device"];
+  if (device != "cuda" && device != "emu")
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+                    "--device: '", device, "' is not cuda or emu")),
+                2);
+
+  auto bundle = readBundle(bundlePath);
+  if (!bundle.ok())
+    return fail(bundle.status());
+  const LlamaConfig &c = bundle->config;
+  if (absl::Status s =
+          checkPrompt(*prompt, *maxNew, c.vocabSize, c.maxPositions);
+      !s.ok())
+    return fail(s);
+  if (!WeightSet::present(flags["weights"]))
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        flags["weights"], ": has no weights (model.safetensors)")));
+  auto weights = WeightSet::open(flags["weights"]);
+  if (!weights.ok())
+    return fail(weights.status());
+  if (absl::Status s =
+          (*weights)->check(manifestSpecs(bundle->program.weights));
+      !s.ok())
+    return fail(s);
+  absl::StatusOr<std::unique_ptr<Device>> dev;
+  if (device == "cuda")
+    dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
+                             bundle->ptx, **weights);
+  else
+    dev = EmuDevice::create(std::move(bundle->program), **weights);
+  if (!dev.ok())
+    return fail(dev.status());
+  auto gen = generate(**dev, *prompt, *maxNew, c.vocabSize, *sampling);
+  if (!gen.ok())
+    return fail(gen.status());
+  if (!flags["dump-logits"].empty())
+    if (absl::Status s = writeLogitsDump(flags["dump-logits"], *gen); !s.ok())
+      return fail(s);
+  std::fputs(generationReport(bundle->model, (*dev)->name(), *gen, *sampling,
+                              flags["dump-logits"])
+                 .c_str(),
+             stdout);
+  return 0;
+}
