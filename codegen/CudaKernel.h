@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,25 @@ struct QkvShape {
 };
 llvm::Expected<QkvShape> qkvShape(mlir::Operation *op,
                                   const CodegenOptions &opts);
+
+/// kiln.attention's heads and the CUDA both of its templates start with:
+/// the RoPE table and the constants H, KVH, DH, GROUP, BLOCK_SIZE, DPL,
+/// ROPE, INTERLEAVED and SCALE.
+struct AttentionShape {
+  int64_t heads = 0, kvHeads = 0, dh = 0;
+  std::string header;
+};
+llvm::Expected<AttentionShape> attentionShape(mlir::Operation *op);
+
+/// A matmul op (fused_linear, linear, logits): C = x[S, k] . W[n, k]^T and
+/// what is fused around it; `tasks` output columns (n / 2 with SwiGLU).
+struct LinearShape {
+  int64_t n = 0, k = 0, tasks = 0;
+  std::optional<double> eps; // the RMSNorm
+  bool swiglu = false;
+  mlir::Value residual;
+};
+llvm::Expected<LinearShape> linearShape(mlir::Operation *op);
 
 /// A float literal that reads back as the same float.
 std::string floatLiteral(double v);

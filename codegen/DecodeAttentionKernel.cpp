@@ -22,26 +22,52 @@ using namespace mlir;
 
 namespace kiln {
 
-llvm::Expected<CudaKernel> emitDecodeAttention(Operation *op,
-                                               const CodegenOptions &opts) {
+llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   auto att = cast<AttentionOp>(op);
   auto q = cast<RankedTensorType>(att.getQuery().getType());
+  if (llvm::Error e = requireF16(q.getElementType()))
+    return std::move(e);
+  AttentionShape s;
+  s.heads = att.getHeads();
+  s.kvHeads = att.getKvHeads();
+  s.dh = q.getDimSize(1) / s.heads;
+  bool rope = att.getRopeTheta().has_value();
+  bool interleaved = rope && *att.getRopeLayout() == RopeLayout::interleaved;
+  llvm::raw_string_ostream os(s.header);
+  os << "\n// kernel " << kernelFor(op).kernel << ": " << s.heads
+     << " query heads on " << s.kvHeads << " kv heads of " << s.dh
+     << (rope ? ", RoPE on q" : "") << "\n";
+  // (Declared without RoPE too: a discarded `if constexpr` branch in a
+  // non-template function still names it.)
+  os << (rope ? invFreqTable(s.dh, att.getRopeTheta()->convertToDouble())
+              : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
+  os << "constexpr int H = " << s.heads << ", KVH = " << s.kvHeads
+     << ", DH = " << s.dh << ", GROUP = " << s.heads / s.kvHeads
+     << ", BLOCK_SIZE = " << poolBlockSize(op) << ";\n";
+  os << "constexpr int DPL = (DH + 31) / 32; // head dims per lane\n";
+  os << "constexpr bool ROPE = " << (rope ? "true" : "false")
+     << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
+  os << "constexpr float SCALE = "
+     << floatLiteral(att.getScale().convertToDouble()) << ";\n";
+  return s;
+}
+
+llvm::Expected<CudaKernel> emitDecodeAttention(Operation *op,
+                                               const CodegenOptions &opts) {
+  auto q = cast<RankedTensorType>(op->getOperand(0).getType());
   if (q.getDimSize(0) != 1)
     return llvm::createStringError(
         "the decode attention template takes one new token");
-  if (llvm::Error e = requireF16(q.getElementType()))
-    return std::move(e);
-  int64_t heads = att.getHeads(), kvHeads = att.getKvHeads();
-  int64_t dh = q.getDimSize(1) / heads;
-  bool rope = att.getRopeTheta().has_value();
-  bool interleaved = rope && *att.getRopeLayout() == RopeLayout::interleaved;
+  auto shape = attentionShape(op);
+  if (!shape)
+    return shape.takeError();
+  int64_t heads = shape->heads, dh = shape->dh;
   // Enough warps that one thread per head dimension can merge them.
   int warps = std::max<int>(opts.attentionWarps, int((dh + 31) / 32));
   int64_t splits =
       opts.kvSplits > 0
           ? opts.kvSplits
           : std::clamp<int64_t>((2 * opts.smCount + heads - 1) / heads, 1, 16);
-  int64_t blockSize = poolBlockSize(op);
 
   CudaKernel k = kernelFor(op);
   k.params = {{ParamKind::Activation, "q"},
@@ -59,19 +85,9 @@ llvm::Expected<CudaKernel> emitDecodeAttention(Operation *op,
 
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
-  os << "\n// kernel " << k.kernel << ": " << heads << " query heads on "
-     << kvHeads << " kv heads of " << dh << ", " << splits << " key splits"
-     << (rope ? ", RoPE on q" : "") << "\n";
-  os << (rope ? invFreqTable(dh, att.getRopeTheta()->convertToDouble())
-              : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
-  os << "constexpr int KVH = " << kvHeads << ", DH = " << dh
-     << ", GROUP = " << heads / kvHeads << ", WARPS = " << warps
-     << ", SPLITS = " << splits << ", BLOCK_SIZE = " << blockSize << ";\n";
-  os << "constexpr int DPL = (DH + 31) / 32; // head dims per lane\n";
-  os << "constexpr bool ROPE = " << (rope ? "true" : "false")
-     << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
-  os << "constexpr float SCALE = "
-     << floatLiteral(att.getScale().convertToDouble()) << ";\n";
+  os << shape->header;
+  os << "constexpr int WARPS = " << warps << ", SPLITS = " << splits << "; // "
+     << splits << " key splits\n";
   os << R"cuda(
 // q [1, H*DH] f16, k_cache/v_cache: this layer's keys and values in the pool
 // ([slot, KVH*DH] f16), out [1, H*DH] f16, workspace [H, SPLITS, DH + 2]

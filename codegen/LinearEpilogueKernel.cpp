@@ -20,24 +20,13 @@ namespace kiln {
 
 llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
                                               const CodegenOptions &opts) {
-  Value input = op->getOperand(0), weight = op->getOperand(1);
-  auto w = cast<RankedTensorType>(weight.getType());
-  int64_t n = w.getDimSize(0), kdim = w.getDimSize(1);
-  std::optional<double> eps;
-  bool swiglu = false;
-  Value residual;
-  if (auto f = dyn_cast<FusedLinearOp>(op)) {
-    if (auto e = f.getNormEpsilon())
-      eps = e->convertToDouble();
-    swiglu = f.getSwiglu();
-    residual = f.getResidual();
-  }
-  if (llvm::Error e = requireF16(w.getElementType()))
-    return std::move(e);
-  if (llvm::Error e =
-          requireF16(cast<RankedTensorType>(input.getType()).getElementType()))
-    return std::move(e);
-  int64_t tasks = swiglu ? n / 2 : n;
+  auto shape = linearShape(op);
+  if (!shape)
+    return shape.takeError();
+  int64_t n = shape->n, kdim = shape->k, tasks = shape->tasks;
+  std::optional<double> eps = shape->eps;
+  bool swiglu = shape->swiglu;
+  Value residual = shape->residual;
   int threads = opts.epilogueThreads;
 
   CudaKernel k = kernelFor(op);

@@ -23,17 +23,13 @@ namespace kiln {
 
 llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
                                                 const CodegenOptions &opts) {
-  auto att = cast<AttentionOp>(op);
-  auto q = cast<RankedTensorType>(att.getQuery().getType());
-  if (llvm::Error e = requireF16(q.getElementType()))
-    return std::move(e);
-  int64_t heads = att.getHeads(), kvHeads = att.getKvHeads();
-  int64_t dh = q.getDimSize(1) / heads;
+  auto shape = attentionShape(op);
+  if (!shape)
+    return shape.takeError();
+  int64_t heads = shape->heads, dh = shape->dh;
   if (dh % 2)
     return llvm::createStringError("the prefill attention template takes an "
                                    "even head dim (it moves pairs of halves)");
-  bool rope = att.getRopeTheta().has_value();
-  bool interleaved = rope && *att.getRopeLayout() == RopeLayout::interleaved;
   int warps = opts.attentionWarps, rows = opts.prefillAttentionRows;
 
   CudaKernel k = kernelFor(op);
@@ -51,26 +47,14 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
 
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
-  os << "\n// kernel " << k.kernel << ": causal, " << heads
-     << " query heads on " << kvHeads << " kv heads of " << dh
-     << (rope ? ", RoPE on q" : "") << "\n";
-  os << (rope ? invFreqTable(dh, att.getRopeTheta()->convertToDouble())
-              : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
-  os << "constexpr int H = " << heads << ", KVH = " << kvHeads
-     << ", DH = " << dh << ", GROUP = " << heads / kvHeads
-     << ", BLOCK_SIZE = " << poolBlockSize(op) << ";\n";
+  os << shape->header;
   os << "constexpr int WARPS = " << warps << ", ROWS = " << rows
-     << ", QROWS = WARPS * ROWS, TILE = 32;\n";
-  os << "constexpr int DPL = (DH + 31) / 32; // head dims per lane\n";
+     << ", QROWS = WARPS * ROWS, TILE = 32; // causal, tiled\n";
   os << "constexpr int LOAD = "
      << (dh % 8 == 0   ? 8
          : dh % 4 == 0 ? 4
                        : 2)
      << "; // halves per key load\n";
-  os << "constexpr bool ROPE = " << (rope ? "true" : "false")
-     << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
-  os << "constexpr float SCALE = "
-     << floatLiteral(att.getScale().convertToDouble()) << ";\n";
   os << R"cuda(
 // N halves from global memory in one load (N * 2 bytes, aligned).
 template <int N>
