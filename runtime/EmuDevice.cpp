@@ -8,7 +8,7 @@
 namespace kiln {
 
 absl::StatusOr<std::unique_ptr<EmuDevice>>
-EmuDevice::create(Program program, const WeightSet &weights) {
+EmuDevice::create(Program program, const WeightProvider &weights) {
   std::unique_ptr<EmuDevice> dev(new EmuDevice(std::move(program)));
   const Program &p = dev->program_;
   auto kernels = compileEmuKernels(p.kernels);
@@ -16,7 +16,7 @@ EmuDevice::create(Program program, const WeightSet &weights) {
     return kernels.status();
   dev->kernels_ = std::move(*kernels);
   for (const WeightBuffer &w : p.weights) {
-    auto packed = packWeight(w, weights);
+    auto packed = weights.pack(w);
     if (!packed.ok())
       return packed.status();
     dev->weights_[w.name] = std::move(*packed);

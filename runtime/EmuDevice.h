@@ -20,7 +20,7 @@ namespace kiln {
 class EmuDevice : public PlanDevice {
 public:
   static absl::StatusOr<std::unique_ptr<EmuDevice>>
-  create(Program program, const WeightSet &weights);
+  create(Program program, const WeightProvider &weights);
 
   std::string name() const override { return "emu"; }
   /// The token the step's sampling kernel chose.

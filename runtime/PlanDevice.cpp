@@ -4,11 +4,44 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kiln {
 
-absl::StatusOr<std::vector<uint16_t>> packWeight(const WeightBuffer &w,
-                                                 const WeightSet &weights) {
+int64_t weightRows(const WeightBuffer &w) {
+  int64_t rows = 0;
+  for (const WeightSource &s : w.sources)
+    rows += s.shape.size() == 2 ? s.shape[0] : 1;
+  return rows;
+}
+
+std::vector<uint16_t> WeightProvider::randomValues(uint32_t stream,
+                                                   int64_t first, int64_t count,
+                                                   int64_t cols) const {
+  // A counter-based hash (splitmix64): any element, in any order.
+  float scale = 1.0f / std::sqrt(float(cols));
+  std::vector<uint16_t> out(count); // [count]
+  for (int64_t i = 0; i < count; ++i) {
+    uint64_t z = (uint64_t(seed_) << 32 | stream) * 0x9e3779b97f4a7c15ull +
+                 uint64_t(first + i);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    float u = float(z >> 40) * (1.0f / 16777216.0f); // [0, 1)
+    out[i] = floatToHalf((2.0f * u - 1.0f) * scale);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<uint16_t>>
+WeightProvider::pack(const WeightBuffer &w) const {
+  if (isRandom()) {
+    uint32_t stream = 0; // the buffer's name picks its stream
+    for (char c : w.name)
+      stream = stream * 31 + uint8_t(c);
+    return randomValues(stream, 0, weightRows(w) * w.cols, w.cols);
+  }
+  const WeightSet &weights = *weights_;
   std::vector<float> scale(w.cols, 1.0f); // [cols]
   if (!w.scaledBy.empty()) {
     const TensorView *g = weights.find(w.scaledBy);

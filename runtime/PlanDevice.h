@@ -17,10 +17,36 @@
 
 namespace kiln {
 
-/// A weight buffer as the manifest says: sources stacked, the norm weight
-/// folded into the columns (in f32), stored as f16 bits.
-absl::StatusOr<std::vector<uint16_t>> packWeight(const WeightBuffer &w,
-                                                 const WeightSet &weights);
+/// Where a device's weight buffers come from: a checkpoint, packed as the
+/// manifest says (sources stacked, the norm weight folded into the columns
+/// in f32, stored as f16), or seeded random values for a model's shapes
+/// alone (--random-weights, for benchmarks): uniform in +-1/sqrt(cols), so
+/// that activations stay in range through the layers.
+class WeightProvider {
+public:
+  static WeightProvider checkpoint(const WeightSet &weights) {
+    return WeightProvider(&weights, 0);
+  }
+  static WeightProvider random(uint32_t seed) {
+    return WeightProvider(nullptr, seed);
+  }
+  bool isRandom() const { return weights_ == nullptr; }
+  /// One buffer, [rows, cols] f16 bits.
+  absl::StatusOr<std::vector<uint16_t>> pack(const WeightBuffer &w) const;
+  /// `count` random f16 values of a buffer with `cols` columns, from
+  /// element `first` of the stream `stream`.
+  std::vector<uint16_t> randomValues(uint32_t stream, int64_t first,
+                                     int64_t count, int64_t cols) const;
+
+private:
+  WeightProvider(const WeightSet *weights, uint32_t seed)
+      : weights_(weights), seed_(seed) {}
+  const WeightSet *weights_;
+  uint32_t seed_;
+};
+
+/// Rows of a weight buffer: its sources' rows (a [cols] source is one).
+int64_t weightRows(const WeightBuffer &w);
 
 class PlanDevice : public Device {
 public:

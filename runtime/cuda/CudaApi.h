@@ -37,6 +37,7 @@ namespace kiln {
   X(memFree, cuMemFree_v2, "cuMemFree_v2")                                     \
   X(memcpyHtoD, cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2")                            \
   X(memcpyDtoH, cuMemcpyDtoH_v2, "cuMemcpyDtoH_v2")                            \
+  X(memcpyDtoD, cuMemcpyDtoD_v2, "cuMemcpyDtoD_v2")                            \
   X(memsetD8, cuMemsetD8_v2, "cuMemsetD8_v2")                                  \
   X(moduleLoadData, cuModuleLoadData, "cuModuleLoadData")                      \
   X(moduleUnload, cuModuleUnload, "cuModuleUnload")                            \

@@ -45,7 +45,7 @@ absl::StatusOr<CudaGpu> probeCudaGpu() {
 
 absl::StatusOr<std::unique_ptr<CudaDevice>>
 CudaDevice::create(Program program, const KernelBinaries &cubin,
-                   const KernelBinaries &ptx, const WeightSet &weights) {
+                   const KernelBinaries &ptx, const WeightProvider &weights) {
   auto gpu = probeCudaGpu();
   if (!gpu.ok())
     return gpu.status();
@@ -122,15 +122,11 @@ absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
   return absl::OkStatus();
 }
 
-absl::Status CudaDevice::allocate(const WeightSet &weights) {
+absl::Status CudaDevice::allocate(const WeightProvider &weights) {
   const Program &p = program_;
   int64_t weightBytes = 0;
-  for (const WeightBuffer &w : p.weights) {
-    int64_t rows = 0;
-    for (const WeightSource &s : w.sources)
-      rows += s.shape.size() == 2 ? s.shape[0] : 1;
-    weightBytes += rows * w.cols * 2;
-  }
+  for (const WeightBuffer &w : p.weights)
+    weightBytes += weightRows(w) * w.cols * 2;
   int64_t rows = int64_t(tokens_.size());
   // Every region the plans name, with its size in bytes.
   const std::pair<Region, int64_t> sizes[] = {
@@ -171,17 +167,43 @@ absl::Status CudaDevice::allocate(const WeightSet &weights) {
     table[b] = int32_t(b);
   KILN_CU(
       memcpyHtoD(regions_[Region::BlockTable], table.data(), table.size() * 4));
+  for (const WeightBuffer &w : p.weights)
+    if (absl::Status s = alloc(weightRows(w) * w.cols * 2, weights_[w.name]);
+        !s.ok())
+      return s;
+  if (weights.isRandom())
+    return fillRandom(weights);
   for (const WeightBuffer &w : p.weights) {
-    auto packed = packWeight(w, weights); // one buffer on the host at a time
+    auto packed = weights.pack(w); // one buffer on the host at a time
     if (!packed.ok())
       return packed.status();
-    CUdeviceptr ptr;
-    if (absl::Status s = alloc(int64_t(packed->size()) * 2, ptr); !s.ok())
-      return s;
-    KILN_CU(memcpyHtoD(ptr, packed->data(), packed->size() * 2));
-    weights_[w.name] = ptr;
+    KILN_CU(memcpyHtoD(weights_[w.name], packed->data(), packed->size() * 2));
   }
   return absl::OkStatus();
+}
+
+absl::Status CudaDevice::fillRandom(const WeightProvider &weights) {
+  // 32 MiB of random halves, scaled for the widest rows, copied into every
+  // buffer piece by piece on the device.
+  int64_t cols = 1;
+  for (const WeightBuffer &w : program_.weights)
+    cols = std::max(cols, w.cols);
+  std::vector<uint16_t> block = weights.randomValues(0, 0, 16 << 20, cols);
+  CUdeviceptr source;
+  KILN_CU(memAlloc(&source, block.size() * 2));
+  absl::Status status = cu_->check(
+      cu_->memcpyHtoD(source, block.data(), block.size() * 2), "cuMemcpyHtoD");
+  for (const WeightBuffer &w : program_.weights) {
+    int64_t bytes = weightRows(w) * w.cols * 2;
+    for (int64_t at = 0; status.ok() && at < bytes;
+         at += int64_t(block.size()) * 2)
+      status = cu_->check(
+          cu_->memcpyDtoD(weights_[w.name] + at, source,
+                          std::min<int64_t>(bytes - at, block.size() * 2)),
+          "cuMemcpyDtoD");
+  }
+  cu_->memFree(source);
+  return status;
 }
 
 CUdeviceptr CudaDevice::address(const Argument &a) const {

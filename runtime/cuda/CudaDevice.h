@@ -24,12 +24,14 @@ absl::StatusOr<CudaGpu> probeCudaGpu();
 /// the GPU's target (else the PTX of the newest older target, which the
 /// driver compiles), the weights packed on the host and copied once, one
 /// allocation per region of the plan (after checking that they fit), and
-/// the plan's GEMMs through cuBLAS, all on the default stream.
+/// the plan's GEMMs through cuBLAS, all on the default stream. Random
+/// weights are one random block uploaded once and copied on the device
+/// into every buffer (their values do not matter to a benchmark).
 class CudaDevice : public PlanDevice {
 public:
   static absl::StatusOr<std::unique_ptr<CudaDevice>>
   create(Program program, const KernelBinaries &cubin,
-         const KernelBinaries &ptx, const WeightSet &weights);
+         const KernelBinaries &ptx, const WeightProvider &weights);
   ~CudaDevice() override;
 
   std::string name() const override { return "cuda"; }
@@ -40,7 +42,8 @@ private:
   absl::Status sendInputs(int64_t rows) override;
   absl::Status run(const std::vector<Launch> &launches) override;
   absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
-  absl::Status allocate(const WeightSet &weights);
+  absl::Status allocate(const WeightProvider &weights);
+  absl::Status fillRandom(const WeightProvider &weights);
   absl::Status loadKernels(const KernelBinaries &cubin,
                            const KernelBinaries &ptx);
   CUdeviceptr address(const Argument &a) const;

@@ -1,6 +1,7 @@
 //===- kiln-run.cpp - a bundle on a GPU, with the runtime alone -----------===//
 //
-//   kiln-run model.kiln --weights FOLDER --prompt-ids 1,2,3
+//   kiln-run model.kiln (--weights FOLDER | --random-weights)
+//            --prompt-ids 1,2,3
 //            [--max-new-tokens N] [--device cuda|emu] [--dump-logits F]
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S]
 //
@@ -30,16 +31,23 @@ int fail(const absl::Status &status, int code = 1) {
 }
 
 const char *kUsage =
-    "usage: kiln-run BUNDLE --weights FOLDER --prompt-ids 1,2,3 "
+    "usage: kiln-run BUNDLE (--weights FOLDER | --random-weights) "
+    "--prompt-ids 1,2,3 "
     "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
     "[--temperature T] [--top-k K] [--top-p P] [--seed S]";
 } // namespace
 
 int main(int argc, char **argv) {
-  std::map<std::string, std::string> flags = {
-      {"weights", ""},    {"prompt-ids", ""},  {"max-new-tokens", "16"},
-      {"device", "cuda"}, {"dump-logits", ""}, {"temperature", "0"},
-      {"top-k", "0"},     {"top-p", "1"},      {"seed", "0"}};
+  std::map<std::string, std::string> flags = {{"weights", ""},
+                                              {"prompt-ids", ""},
+                                              {"max-new-tokens", "16"},
+                                              {"device", "cuda"},
+                                              {"dump-logits", ""},
+                                              {"temperature", "0"},
+                                              {"top-k", "0"},
+                                              {"top-p", "1"},
+                                              {"seed", "0"},
+                                              {"random-weights", "false"}};
   std::string bundlePath;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -57,6 +65,10 @@ int main(int argc, char **argv) {
       continue;
     }
     std::string name = arg.substr(2), value;
+    if (name == "random-weights") { // a switch: no value
+      flags[name] = "true";
+      continue;
+    }
     if (size_t eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
@@ -73,10 +85,12 @@ int main(int argc, char **argv) {
                   2);
     flags[name] = value;
   }
-  if (bundlePath.empty() || flags["weights"].empty())
-    return fail(absl::InvalidArgumentError(
-                    absl::StrCat("name the bundle and --weights; ", kUsage)),
-                2);
+  bool random = flags["random-weights"] == "true";
+  if (bundlePath.empty() || flags["weights"].empty() == !random)
+    return fail(
+        absl::InvalidArgumentError(absl::StrCat(
+            "name the bundle, and --weights or --random-weights; ", kUsage)),
+        2);
   auto prompt = parsePromptIds(flags["prompt-ids"]);
   if (!prompt.ok())
     return fail(prompt.status(), 2);
@@ -101,22 +115,27 @@ int main(int argc, char **argv) {
           checkPrompt(*prompt, *maxNew, c.vocabSize, c.maxPositions);
       !s.ok())
     return fail(s);
-  if (!WeightSet::present(flags["weights"]))
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        flags["weights"], ": has no weights (model.safetensors)")));
-  auto weights = WeightSet::open(flags["weights"]);
-  if (!weights.ok())
-    return fail(weights.status());
-  if (absl::Status s =
-          (*weights)->check(manifestSpecs(bundle->program.weights));
-      !s.ok())
-    return fail(s);
+  std::unique_ptr<WeightSet> weights;
+  if (!random) {
+    if (!WeightSet::present(flags["weights"]))
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          flags["weights"], ": has no weights (model.safetensors)")));
+    auto opened = WeightSet::open(flags["weights"]);
+    if (!opened.ok())
+      return fail(opened.status());
+    weights = std::move(*opened);
+    if (absl::Status s = weights->check(manifestSpecs(bundle->program.weights));
+        !s.ok())
+      return fail(s);
+  }
+  WeightProvider provider =
+      random ? WeightProvider::random(1) : WeightProvider::checkpoint(*weights);
   absl::StatusOr<std::unique_ptr<Device>> dev;
   if (device == "cuda")
     dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
-                             bundle->ptx, **weights);
+                             bundle->ptx, provider);
   else
-    dev = EmuDevice::create(std::move(bundle->program), **weights);
+    dev = EmuDevice::create(std::move(bundle->program), provider);
   if (!dev.ok())
     return fail(dev.status());
   auto gen = generate(**dev, *prompt, *maxNew, c.vocabSize, *sampling);

@@ -64,10 +64,17 @@ cl::opt<std::string> seedFlag("seed",
                                        "repeats a run (default 0)"),
                               cl::init("0"), cl::sub(runCommand()));
 
+cl::opt<bool> randomWeights(
+    "random-weights",
+    cl::desc("Seeded random weights of the model's shapes instead of a "
+             "checkpoint (presets such as llama2-7b; for benchmarks; emu and "
+             "cuda)"),
+    cl::sub(runCommand()));
+
 /// The cuda device for a model compiled on the way: its kernels through
 /// NVRTC (and the kernel cache) for the GPU's own target.
 absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
-                                                      const WeightSet &w) {
+                                                      const WeightProvider &w) {
   auto gpu = probeCudaGpu();
   if (!gpu.ok())
     return gpu.status();
@@ -118,8 +125,25 @@ int runRun() {
   LlamaConfig c;
   std::string name = model;
   std::unique_ptr<WeightSet> weights;
+  if (randomWeights && !weightsFolder.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--random-weights: takes no --weights folder"),
+                2);
+  if (randomWeights && device == "ref")
+    return fail(absl::InvalidArgumentError(
+                    "--random-weights: the ref device reads a checkpoint; "
+                    "use emu or cuda"),
+                2);
+  // The weights the device packs: random, or the checkpoint's (opened and
+  // checked against what the model needs).
+  auto provider = [&] {
+    return randomWeights ? WeightProvider::random(1)
+                         : WeightProvider::checkpoint(*weights);
+  };
   auto openWeights = [&](const std::string &folder,
                          const std::vector<WeightSpec> &specs) -> absl::Status {
+    if (randomWeights)
+      return absl::OkStatus();
     if (!WeightSet::present(folder))
       return absl::InvalidArgumentError(absl::StrCat(
           folder, ": has no weights (model.safetensors); presets such as "
@@ -131,11 +155,11 @@ int runRun() {
     return weights->check(specs);
   };
   if (looksLikeBundle(model)) {
-    if (weightsFolder.empty())
+    if (weightsFolder.empty() && !randomWeights)
       return fail(absl::InvalidArgumentError(absl::StrCat(
                       std::string(model),
                       ": a bundle holds no weights: name the model folder "
-                      "with --weights")),
+                      "with --weights (or --random-weights)")),
                   2);
     if (device == "ref")
       return fail(absl::InvalidArgumentError(
@@ -157,9 +181,9 @@ int runRun() {
       return fail(s);
     if (device == "cuda")
       dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
-                               bundle->ptx, *weights);
+                               bundle->ptx, provider());
     else
-      dev = EmuDevice::create(std::move(bundle->program), *weights);
+      dev = EmuDevice::create(std::move(bundle->program), provider());
   } else {
     auto opts = frontendOptions();
     if (!opts.ok())
@@ -184,9 +208,9 @@ int runRun() {
         return fail(absl::InvalidArgumentError(absl::StrCat(
             compiled->source.name, ": ", toString(program.takeError()))));
       if (device == "cuda")
-        dev = cudaDeviceFor(std::move(*program), *weights);
+        dev = cudaDeviceFor(std::move(*program), provider());
       else
-        dev = EmuDevice::create(std::move(*program), *weights);
+        dev = EmuDevice::create(std::move(*program), provider());
     } else {
       dev = RefDevice::create(*compiled->module, *weights);
     }
