@@ -7,10 +7,13 @@
 #     fixtures' bundles, F32 and F16 weights: float16 tolerance, exact
 #     greedy tokens, as test/compare_logits.py judges);
 #   - measures the device's copy bandwidth (with PyTorch, when present);
+#   - measures llama2-7b (random fp16 weights) at batch 1: decode ms/token
+#     after prompts of 128 and 2048 tokens, and the prefill time of 512-
+#     and 2048-token prompts (time to first token);
 # and writes a Markdown report to $OUT/gpu_check.md (else
 # /tmp/kiln-gpu-check), to be added to bench/RESULTS.md.
-# Not yet here (issue 5): llama2-7b with random weights, batches, the
-# PyTorch peers; they need --random-weights and the batch scheduler.
+# Not yet here (issue 5): batches of 8 and 32 (they need the batch
+# scheduler) and the PyTorch peers.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kiln-gpu-check}
@@ -98,4 +101,24 @@ seconds = start.elapsed_time(end) / 1e3
 print(f"Copy bandwidth: {2 * n * reps / seconds / 1e12:.2f} TB/s "
       f"(device-to-device copies of 1 GiB, read + write).")
 PY
+
+say ""
+say "llama2-7b, random fp16 weights, batch 1, kiln-run --device cuda:"
+say ""
+say "| prompt tokens | new tokens | prefill (TTFT) | decode | tokens/s |"
+say "|---|---|---|---|---|"
+for case in "128 128" "512 16" "2048 128"; do
+  read -r p n <<<"$case"
+  ids=$(python3 -c "import random; r = random.Random($p); print(','.join(str(r.randrange(1, 32000)) for _ in range($p)))")
+  if "$run" "$kit/llama2-7b.kiln" --random-weights --device cuda \
+    --prompt-ids "$ids" --max-new-tokens "$n" >"$out/7b-$p.txt" 2>&1; then
+    prefill=$(sed -n 's/^ *prefill *//p' "$out/7b-$p.txt")
+    decode=$(sed -n 's/^ *decode *//p' "$out/7b-$p.txt")
+    rate=$(echo "$decode" | awk '{ if ($1 > 0) printf "%.0f", 1000 / $1 }')
+    say "| $p | $n | $prefill | $decode | $rate |"
+  else
+    status=1
+    say "| $p | $n | FAIL: $(tail -1 "$out/7b-$p.txt") | | |"
+  fi
+done
 exit $status

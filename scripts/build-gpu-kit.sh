@@ -2,7 +2,8 @@
 # Builds what bench/gpu_check.sh needs on a GPU machine that has CUDA, a
 # compiler and Python but none of kiln's packages: gpu-kit/ with kiln-run
 # (the runtime alone; static Abseil and libstdc++), the bundles of both
-# fixtures for sm_80 and sm_90 (CUBIN, and PTX for newer GPUs), and
+# fixtures and of llama2-7b for sm_80 and sm_90 (CUBIN, and PTX for newer
+# GPUs), and
 # Abseil's headers and archives in case kiln-run must be rebuilt there.
 # Usage: scripts/build-gpu-kit.sh   (then carry gpu-kit/ to the machine)
 set -euo pipefail
@@ -21,6 +22,9 @@ for m in tiny-gqa tiny-mha; do
   build/bin/kiln compile "test/fixtures/$m/model-f16" -o "gpu-kit/$m.kiln" \
     --target sm_80,sm_90 >/dev/null
 done
+# llama2-7b's shapes, for the benchmark with --random-weights.
+build/bin/kiln compile llama2-7b -o gpu-kit/llama2-7b.kiln \
+  --target sm_80,sm_90 >/dev/null
 # Should the GPU machine's C library be older than this one's, gpu_check.sh
 # builds kiln-run there from the repository with these.
 mkdir -p gpu-kit/include gpu-kit/lib
