@@ -2,6 +2,7 @@
 #include "runtime/Generate.h"
 #include "runtime/SafeTensors.h"
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 
 #include <chrono>
@@ -38,7 +39,8 @@ absl::Status checkPrompt(const std::vector<int32_t> &prompt,
 absl::StatusOr<Generation> generate(Device &device,
                                     const std::vector<int32_t> &prompt,
                                     int64_t maxNewTokens, int64_t vocab,
-                                    const SamplingParams &sampling) {
+                                    const SamplingParams &sampling,
+                                    const GenerateHooks &hooks) {
   Generation g;
   g.vocab = vocab;
   g.prompt = prompt;
@@ -72,7 +74,11 @@ absl::StatusOr<Generation> generate(Device &device,
     return next.status();
   start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < maxNewTokens; ++i) {
+    if (absl::c_linear_search(hooks.stopTokens, *next))
+      break;
     g.tokens.push_back(*next);
+    if (hooks.onToken)
+      hooks.onToken(*next);
     params.step = uint32_t(i + 1);
     device.setSampling(params);
     auto row = device.decode(*next, int32_t(prompt.size() + i));

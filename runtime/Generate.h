@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,14 @@ struct Generation {
   double prefillSeconds = 0, decodeSeconds = 0;
 };
 
+/// What a caller may add to a generation: tokens that end it (not kept: an
+/// end-of-sequence id), and a call for each token as it is chosen (to
+/// stream text).
+struct GenerateHooks {
+  std::vector<int32_t> stopTokens;
+  std::function<void(int32_t)> onToken;
+};
+
 /// Checks the prompt against the vocabulary and the context length.
 absl::Status checkPrompt(const std::vector<int32_t> &prompt,
                          int64_t maxNewTokens, int64_t vocab,
@@ -36,7 +45,8 @@ absl::Status checkPrompt(const std::vector<int32_t> &prompt,
 absl::StatusOr<Generation> generate(Device &device,
                                     const std::vector<int32_t> &prompt,
                                     int64_t maxNewTokens, int64_t vocab,
-                                    const SamplingParams &sampling = {});
+                                    const SamplingParams &sampling = {},
+                                    const GenerateHooks &hooks = {});
 
 /// Writes prompt_tokens, prefill_logits, decode_tokens and decode_logits in
 /// the layout of the fixtures' expected.safetensors.

@@ -7,6 +7,7 @@
 #include "runtime/Generate.h"
 #include "runtime/RunOptions.h"
 #include "runtime/cuda/CudaDevice.h"
+#include "tokenizer/Tokenizer.h"
 #include "tools/kiln/Commands.h"
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,11 @@ namespace kiln {
 namespace {
 cl::opt<std::string> model(cl::Positional, cl::desc("[MODEL]"),
                            cl::init("tiny-gqa"), cl::sub(runCommand()));
+cl::opt<std::string> promptText(
+    "prompt",
+    cl::desc("The prompt as text, tokenized with the model folder's "
+             "tokenizer.model; the continuation is printed as it comes"),
+    cl::value_desc("text"), cl::sub(runCommand()));
 cl::opt<std::string> promptIds("prompt-ids",
                                cl::desc("The prompt as token ids: 1,2,3"),
                                cl::value_desc("ids"), cl::sub(runCommand()));
@@ -96,9 +102,28 @@ absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
 } // namespace
 
 int runRun() {
-  auto prompt = parsePromptIds(promptIds);
+  if (!promptText.empty() && !promptIds.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--prompt and --prompt-ids: give the prompt one way"),
+                2);
+  // Text is tokenized once the model's folder is known.
+  absl::StatusOr<std::vector<int32_t>> prompt = std::vector<int32_t>();
+  if (promptText.empty())
+    prompt = parsePromptIds(promptIds);
   if (!prompt.ok())
     return fail(prompt.status(), 2);
+  std::unique_ptr<Tokenizer> tokenizer;
+  auto tokenize = [&](const std::string &folder,
+                      int64_t vocab) -> absl::Status {
+    if (promptText.empty())
+      return absl::OkStatus();
+    std::string error;
+    tokenizer = Tokenizer::open(folder, vocab, error);
+    if (!tokenizer)
+      return absl::InvalidArgumentError(error);
+    *prompt = tokenizer->encode(promptText);
+    return absl::OkStatus();
+  };
   auto maxNew = parseMaxNewTokens(maxNewTokensFlag);
   if (!maxNew.ok())
     return fail(maxNew.status(), 2);
@@ -171,6 +196,8 @@ int runRun() {
       return fail(bundle.status());
     c = bundle->config;
     name = bundle->model;
+    if (absl::Status s = tokenize(weightsFolder, c.vocabSize); !s.ok())
+      return fail(s);
     if (absl::Status s =
             checkPrompt(*prompt, maxNewTokens, c.vocabSize, c.maxPositions);
         !s.ok())
@@ -194,12 +221,14 @@ int runRun() {
     auto *compiled = &compiledModel.emplace(std::move(*compiledOr));
     c = compiled->source.config;
     name = compiled->source.name;
+    std::string folder =
+        weightsFolder.empty() ? compiled->source.folder : weightsFolder;
+    if (absl::Status s = tokenize(folder, c.vocabSize); !s.ok())
+      return fail(s);
     if (absl::Status s =
             checkPrompt(*prompt, maxNewTokens, c.vocabSize, c.maxPositions);
         !s.ok())
       return fail(s);
-    std::string folder =
-        weightsFolder.empty() ? compiled->source.folder : weightsFolder;
     if (absl::Status s = openWeights(folder, compiled->weights); !s.ok())
       return fail(s);
     if (device == "emu" || device == "cuda") {
@@ -217,7 +246,24 @@ int runRun() {
   }
   if (!dev.ok())
     return fail(dev.status());
-  auto gen = generate(**dev, *prompt, maxNewTokens, c.vocabSize, sampling);
+  // With a tokenizer: the prompt, then the continuation as it comes, until
+  // the end-of-sequence token.
+  GenerateHooks hooks;
+  std::optional<TextStream> text;
+  if (tokenizer) {
+    llvm::outs() << promptText;
+    llvm::outs().flush();
+    text.emplace(*tokenizer, *prompt, [](const std::string &piece) {
+      llvm::outs() << piece;
+      llvm::outs().flush();
+    });
+    hooks.stopTokens = {tokenizer->eos()};
+    hooks.onToken = [&](int32_t t) { text->add(t); };
+  }
+  auto gen =
+      generate(**dev, *prompt, maxNewTokens, c.vocabSize, sampling, hooks);
+  if (tokenizer)
+    llvm::outs() << "\n";
   if (!gen.ok())
     return fail(gen.status());
   if (!dumpLogits.empty())

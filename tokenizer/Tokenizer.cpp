@@ -1,0 +1,81 @@
+//===- Tokenizer.cpp ------------------------------------------------------===//
+#include "tokenizer/Tokenizer.h"
+
+#include <sentencepiece_processor.h>
+
+#include <filesystem>
+
+namespace kiln {
+
+Tokenizer::Tokenizer()
+    : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
+Tokenizer::~Tokenizer() = default;
+
+bool Tokenizer::present(const std::string &folder) {
+  return std::filesystem::is_regular_file(std::filesystem::path(folder) /
+                                          "tokenizer.model");
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::open(const std::string &folder,
+                                           int64_t vocab, std::string &error) {
+  std::string path = std::filesystem::path(folder) / "tokenizer.model";
+  if (!present(folder)) {
+    error =
+        folder + ": has no tokenizer.model: give the prompt as --prompt-ids";
+    return nullptr;
+  }
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  if (auto s = t->sp_->Load(path); !s.ok()) {
+    error = path + ": not a SentencePiece model (" + s.ToString() + ")";
+    return nullptr;
+  }
+  if (t->sp_->GetPieceSize() > vocab) {
+    error = path + ": " + std::to_string(t->sp_->GetPieceSize()) +
+            " pieces do not fit the model's vocabulary of " +
+            std::to_string(vocab);
+    return nullptr;
+  }
+  return t;
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string &text) const {
+  std::vector<int> ids;
+  sp_->Encode(text, &ids).IgnoreError(); // a loaded model encodes any text
+  std::vector<int32_t> out;
+  if (sp_->bos_id() >= 0)
+    out.push_back(sp_->bos_id());
+  out.insert(out.end(), ids.begin(), ids.end());
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
+  std::vector<int> known;
+  for (int32_t id : ids)
+    if (id >= 0 && id < sp_->GetPieceSize())
+      known.push_back(id);
+  std::string text;
+  sp_->Decode(known, &text).IgnoreError();
+  return text;
+}
+
+int32_t Tokenizer::eos() const { return sp_->eos_id(); }
+
+TextStream::TextStream(const Tokenizer &tokenizer, std::vector<int32_t> prompt,
+                       Sink sink)
+    : tokenizer_(tokenizer), sink_(std::move(sink)), ids_(std::move(prompt)) {
+  printed_ = tokenizer_.decode(ids_).size();
+}
+
+void TextStream::add(int32_t token) {
+  ids_.push_back(token);
+  std::string text = tokenizer_.decode(ids_);
+  // A partial UTF-8 character decodes to U+FFFD until its last byte comes.
+  if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0)
+    return;
+  if (text.size() > printed_) {
+    sink_(text.substr(printed_));
+    printed_ = text.size();
+  }
+}
+
+} // namespace kiln

@@ -1,0 +1,68 @@
+//===- Tokenizer.h - text to token ids and back -----------------*- C++ -*-===//
+//
+// The tokenizer of Hugging Face Llama 2 folders: `tokenizer.model`, a
+// SentencePiece model, through Debian's libsentencepiece. Kept out of
+// runtime/ so that the runtime still builds on machines with nothing but a
+// compiler and CUDA. No Abseil here: sentencepiece's headers declare their
+// own `absl::string_view`, which clashes with Abseil's in one translation
+// unit, so errors come back as text.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_TOKENIZER_TOKENIZER_H
+#define KILN_TOKENIZER_TOKENIZER_H
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace kiln {
+
+class Tokenizer {
+public:
+  /// FOLDER/tokenizer.model, checked to fit a vocabulary of `vocab` ids;
+  /// null with `error` set when it cannot be used.
+  static std::unique_ptr<Tokenizer> open(const std::string &folder,
+                                         int64_t vocab, std::string &error);
+  static bool present(const std::string &folder);
+  ~Tokenizer();
+
+  /// The ids of `text`, after the beginning-of-sequence id (as Llama 2's
+  /// generation does).
+  std::vector<int32_t> encode(const std::string &text) const;
+  /// Ids past the tokenizer's pieces (a model vocabulary larger than the
+  /// tokenizer's) decode to nothing.
+  std::string decode(const std::vector<int32_t> &ids) const;
+  int32_t eos() const;
+
+private:
+  Tokenizer();
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+};
+
+/// Prints a generation's text as its tokens arrive: each token decodes the
+/// prompt and the continuation again and writes what is new, so that a
+/// word's leading space survives and pieces that only make a character
+/// together (bytes of UTF-8) come out whole.
+class TextStream {
+public:
+  using Sink = std::function<void(const std::string &)>;
+  TextStream(const Tokenizer &tokenizer, std::vector<int32_t> prompt,
+             Sink sink);
+  void add(int32_t token);
+
+private:
+  const Tokenizer &tokenizer_;
+  Sink sink_;
+  std::vector<int32_t> ids_;
+  size_t printed_ = 0;
+};
+
+} // namespace kiln
+
+#endif // KILN_TOKENIZER_TOKENIZER_H
