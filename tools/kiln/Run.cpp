@@ -38,10 +38,12 @@ cl::opt<std::string> maxNewTokensFlag("max-new-tokens",
                                       cl::desc("Tokens to generate"),
                                       cl::init("16"), cl::sub(runCommand()));
 cl::opt<std::string> device("device",
-                            cl::desc("Where to run: ref (fp32 interpreter of "
-                                     "the IR), emu (the CUDA kernels on "
-                                     "the CPU) or cuda (GPU 0)"),
-                            cl::init("ref"), cl::sub(runCommand()));
+                            cl::desc("Where to run: auto (default: cuda when "
+                                     "the driver sees a GPU, else emu), ref "
+                                     "(fp32 interpreter of the IR), emu (the "
+                                     "CUDA kernels on the CPU) or cuda (GPU "
+                                     "0)"),
+                            cl::init("auto"), cl::sub(runCommand()));
 cl::opt<std::string> weightsFolder(
     "weights",
     cl::desc("The model folder whose safetensors a bundle runs with (or "
@@ -136,12 +138,27 @@ int runRun() {
   auto knobs = codegenOptions();
   if (!knobs.ok())
     return fail(knobs.status(), 2);
-  if (device != "ref" && device != "emu" && device != "cuda")
+  if (device != "auto" && device != "ref" && device != "emu" &&
+      device != "cuda")
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--device: '", std::string(device),
-                    "' is not a device of this build (it has: ref, emu, "
+                    "' is not a device of this build (it has: auto, ref, emu, "
                     "cuda)")),
                 2);
+  // --device auto: the GPU when the driver sees one, else emu with a
+  // notice; decided once the inputs are known to be good.
+  std::string where = device;
+  auto pick = [&] {
+    if (where != "auto")
+      return;
+    auto gpu = probeCudaGpu();
+    where = gpu.ok() ? "cuda" : "emu";
+    if (!gpu.ok()) {
+      std::string why(gpu.status().message());
+      llvm::errs() << "kiln: no GPU (" << why.substr(0, why.find(';'))
+                   << "): running on emu\n";
+    }
+  };
   // A bundle runs as compiled (weights from --weights); a model folder or
   // preset is compiled on the way.
   mlir::MLIRContext ctx;
@@ -206,7 +223,8 @@ int runRun() {
             openWeights(weightsFolder, manifestSpecs(bundle->program.weights));
         !s.ok())
       return fail(s);
-    if (device == "cuda")
+    pick();
+    if (where == "cuda")
       dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
                                bundle->ptx, provider());
     else
@@ -231,12 +249,13 @@ int runRun() {
       return fail(s);
     if (absl::Status s = openWeights(folder, compiled->weights); !s.ok())
       return fail(s);
-    if (device == "emu" || device == "cuda") {
+    pick();
+    if (where == "emu" || where == "cuda") {
       auto program = buildProgram(*compiled->module, *knobs);
       if (!program)
         return fail(absl::InvalidArgumentError(absl::StrCat(
             compiled->source.name, ": ", toString(program.takeError()))));
-      if (device == "cuda")
+      if (where == "cuda")
         dev = cudaDeviceFor(std::move(*program), provider());
       else
         dev = EmuDevice::create(std::move(*program), provider());
