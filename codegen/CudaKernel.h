@@ -54,6 +54,7 @@ enum class ParamKind {
   Counters,   // uint32 counters, zero between launches
   Count,      // int32 [1]: how many of the rows are real tokens
   Sampling,   // the step's sampling parameters (runtime/Sampling.h)
+  History,    // int32 [V]: how often the sequence has seen each token
 };
 
 struct KernelParam {

@@ -110,7 +110,8 @@ public:
                    sample.grid,
                    sample.blockThreads,
                    {Argument(Region::Arena, logits), Argument(Region::Count),
-                    Argument(Region::Sampling), Argument(Region::Workspace),
+                    Argument(Region::Sampling), Argument(Region::Tokens),
+                    Argument(Region::History), Argument(Region::Workspace),
                     Argument(Region::Sampled)}});
     return out;
   }

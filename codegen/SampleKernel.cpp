@@ -4,6 +4,8 @@
 // step's last row (row count - 1), written where the next step reads its
 // token. One block. The rule (runtime/Sampling.h has the same on the host):
 //
+// - penalties first, on the tokens this sequence has seen (the history the
+//   kernel keeps: repetition, presence, frequency);
 // - greedy (temperature <= 0, or top_k == 1): the first index of the
 //   largest logit, as the host's argmax; NaN never wins;
 // - otherwise p_i = exp((l_i - max) / temperature) over the candidates: the
@@ -28,14 +30,14 @@ CudaKernel emitSampler(int64_t vocab) {
   k.kernel = "sampling.sample";
   k.provenance = "sampling";
   k.entry = entryName(k.kernel);
-  k.params = {{ParamKind::Activation, "logits"},
-              {ParamKind::Count, "count"},
-              {ParamKind::Sampling, "params"},
-              {ParamKind::Workspace, "probs"},
-              {ParamKind::Tokens, "token"}};
+  k.params = {
+      {ParamKind::Activation, "logits"}, {ParamKind::Count, "count"},
+      {ParamKind::Sampling, "params"},   {ParamKind::Tokens, "tokens"},
+      {ParamKind::History, "history"},   {ParamKind::Workspace, "scratch"},
+      {ParamKind::Tokens, "token"}};
   k.grid = {1, 1, 1};
   k.blockThreads = threads;
-  k.workspaceFloats = vocab;
+  k.workspaceFloats = 2 * vocab;
   k.source = cudaPrelude() + "\n// kernel " + k.kernel + ": sampling from " +
              std::to_string(vocab) +
              " logits\nconstexpr int V = " + std::to_string(vocab) +
@@ -47,6 +49,7 @@ struct KilnSampling {
   float temperature, top_p;
   int top_k;
   unsigned seed, step;
+  float repetition_penalty, presence_penalty, frequency_penalty;
 };
 
 // Larger float, larger key; NaN is the smallest.
@@ -66,18 +69,40 @@ __device__ __forceinline__ unsigned kiln_hash(unsigned x) {
   return x;
 }
 
-// logits [count, V] f32, count [1] i32, params [1], probs [V] f32 (scratch),
-// token [1] i32; grid (1), block (THREADS)
+// logits [count, V] f32, count [1] i32, params [1], tokens [count] i32 (the
+// step's input tokens), history [V] i32 (how often each token was seen in
+// this sequence), scratch [2, V] f32, token [1] i32; grid (1), block
+// (THREADS)
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
              k.entry + R"cuda((
     const float *__restrict__ all_logits, const int *__restrict__ count,
-    const KilnSampling *__restrict__ params, float *__restrict__ probs,
+    const KilnSampling *__restrict__ params, const int *__restrict__ tokens,
+    int *__restrict__ history, float *__restrict__ work,
     int *__restrict__ token) {
   __shared__ unsigned long long best[THREADS];
   __shared__ float scratch[32], chunk_mass[THREADS];
-  const float *logits = all_logits + (long long)(count[0] - 1) * V;
+  const float *row = all_logits + (long long)(count[0] - 1) * V;
+  float *logits = work, *probs = work + V; // penalized logits, p
   const int t = threadIdx.x;
   const KilnSampling s = *params;
+
+  // The step's tokens are seen now (a sampled token counts once it is fed
+  // back), then the penalties: repetition (CTRL's: divide a positive logit,
+  // multiply a negative one), presence and frequency (subtracted). At their
+  // defaults (1, 0, 0) they leave every logit as it is.
+  for (int j = t; j < count[0]; j += THREADS)
+    atomicAdd(&history[tokens[j]], 1);
+  __syncthreads();
+  for (int i = t; i < V; i += THREADS) {
+    float l = row[i];
+    const int seen = history[i];
+    if (seen > 0) {
+      l = l > 0.0f ? l / s.repetition_penalty : l * s.repetition_penalty;
+      l -= s.presence_penalty + s.frequency_penalty * (float)seen;
+    }
+    logits[i] = l;
+  }
+  __syncthreads();
 
   // The first index of the largest key: (key, V - 1 - index), maximized.
   unsigned long long mine = 0;

@@ -23,7 +23,7 @@ const std::map<Region, std::string> &regionNames() {
       {Region::Positions, "positions"}, {Region::BlockTable, "block_table"},
       {Region::Workspace, "workspace"}, {Region::Counters, "counters"},
       {Region::Sampled, "sampled"},     {Region::Count, "count"},
-      {Region::Sampling, "sampling"}};
+      {Region::Sampling, "sampling"},   {Region::History, "history"}};
   return names;
 }
 

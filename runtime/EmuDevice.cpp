@@ -28,6 +28,7 @@ EmuDevice::create(Program program, const WeightProvider &weights) {
     dev->blockTable_.push_back(int32_t(b));
   dev->workspace_.assign(p.workspaceFloats, 0.0f);
   dev->counters_.assign(p.counters, 0);
+  dev->history_.assign(p.vocab, 0);
   return dev;
 }
 
@@ -55,6 +56,8 @@ void *EmuDevice::address(const Argument &a) {
     return &count_;
   case Region::Sampling:
     return &sampling_;
+  case Region::History:
+    return history_.data();
   }
   return nullptr;
 }

@@ -30,6 +30,10 @@ private:
   explicit EmuDevice(Program program) : PlanDevice(std::move(program)) {}
   absl::Status sendInputs(int64_t) override { return absl::OkStatus(); }
   absl::Status run(const std::vector<Launch> &launches) override;
+  absl::Status clearHistory() override {
+    history_.assign(program_.vocab, 0);
+    return absl::OkStatus();
+  }
   absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
   void *address(const Argument &a);
   static void gemm(const GemmShape &s, const uint16_t *a, const uint16_t *w,
@@ -41,6 +45,7 @@ private:
   std::vector<int32_t> blockTable_; // [blocks]
   std::vector<float> workspace_;
   std::vector<uint32_t> counters_;
+  std::vector<int32_t> history_; // [V]
   int32_t sampled_ = 0;
 };
 

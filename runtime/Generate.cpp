@@ -60,11 +60,18 @@ absl::StatusOr<Generation> generate(Device &device,
 
   // A device that samples must have followed the rule on the logits it
   // returned: a token outside it is a kernel bug, not a choice.
+  // The tokens the sequence has seen, for the penalties (the device keeps
+  // its own count; this one checks it).
+  std::vector<int32_t> seen(vocab, 0); // [V]
+  for (int32_t t : prompt)
+    ++seen[t];
   auto pick = [&](const float *row) -> absl::StatusOr<int32_t> {
     std::optional<int32_t> sampled = device.sampledToken();
     if (!sampled)
-      return sampleOnHost(row, vocab, params);
-    if (absl::Status s = checkSampled(row, vocab, params, *sampled); !s.ok())
+      return sampleOnHost(row, vocab, params, seen.data());
+    if (absl::Status s =
+            checkSampled(row, vocab, params, *sampled, seen.data());
+        !s.ok())
       return absl::InternalError(absl::StrCat(device.name(), " device: step ",
                                               params.step, ": ", s.message()));
     return *sampled;
@@ -81,6 +88,7 @@ absl::StatusOr<Generation> generate(Device &device,
       hooks.onToken(*next);
     params.step = uint32_t(i + 1);
     device.setSampling(params);
+    ++seen[*next];
     auto row = device.decode(*next, int32_t(prompt.size() + i));
     if (!row.ok())
       return row.status();

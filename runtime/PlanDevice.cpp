@@ -107,6 +107,10 @@ PlanDevice::prefill(std::span<const int32_t> tokens,
                     std::span<const int32_t> positions) {
   if (absl::Status s = checkPositions(positions); !s.ok())
     return s;
+  // A prompt from position 0 starts a sequence: nothing seen yet.
+  if (!positions.empty() && positions[0] == 0)
+    if (absl::Status s = clearHistory(); !s.ok())
+      return s;
   std::vector<float> logits(tokens.size() * program_.vocab); // [S, V]
   // A prompt longer than the largest bucket runs in chunks of it: each
   // chunk's attention reads the earlier chunks' keys from the pool.

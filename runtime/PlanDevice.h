@@ -67,6 +67,8 @@ protected:
   virtual absl::Status sendInputs(int64_t rows) = 0;
   /// Runs the launches in order.
   virtual absl::Status run(const std::vector<Launch> &launches) = 0;
+  /// Zeroes the sampling history (Region::History): a new sequence.
+  virtual absl::Status clearHistory() = 0;
   /// Reads `floats` f32 logits at arena offset `offset`.
   virtual absl::Status readLogits(int64_t offset, float *out,
                                   size_t floats) = 0;

@@ -32,6 +32,7 @@ enum class Region {
   Sampled,    // int32: the token the step's sampling kernel chose
   Count,      // int32 [1]: the step's real token count (a bucket pads it)
   Sampling,   // SamplingParams [1]: how the step picks its token
+  History,    // int32 [vocab]: how often the sequence has seen each token
 };
 
 struct Argument {

@@ -38,21 +38,41 @@ absl::StatusOr<int64_t> parseMaxNewTokens(const std::string &text) {
   return n;
 }
 
-absl::StatusOr<SamplingParams> parseSampling(const std::string &temperature,
-                                             const std::string &topK,
-                                             const std::string &topP,
-                                             const std::string &seed) {
+absl::StatusOr<SamplingParams> parseSampling(const SamplingFlags &f) {
   SamplingParams p;
-  if (!absl::SimpleAtof(temperature, &p.temperature) || !(p.temperature >= 0) ||
-      std::isinf(p.temperature))
-    return notA("temperature", temperature, "a number >= 0");
-  if (!absl::SimpleAtoi(topK, &p.topK) || p.topK < 0)
-    return notA("top-k", topK, "a non-negative integer");
-  if (!absl::SimpleAtof(topP, &p.topP) || !(p.topP >= 0) || p.topP > 1)
-    return notA("top-p", topP, "a number in [0, 1]");
-  if (!absl::SimpleAtoi(seed, &p.seed))
-    return notA("seed", seed, "an integer in [0, 2^32)");
+  auto number = [](const std::string &text, float &out) {
+    return absl::SimpleAtof(text, &out) && std::isfinite(out);
+  };
+  if (!number(f.temperature, p.temperature) || p.temperature < 0)
+    return notA("temperature", f.temperature, "a number >= 0");
+  if (!absl::SimpleAtoi(f.topK, &p.topK) || p.topK < 0)
+    return notA("top-k", f.topK, "a non-negative integer");
+  if (!number(f.topP, p.topP) || p.topP < 0 || p.topP > 1)
+    return notA("top-p", f.topP, "a number in [0, 1]");
+  if (!absl::SimpleAtoi(f.seed, &p.seed))
+    return notA("seed", f.seed, "an integer in [0, 2^32)");
+  if (!number(f.repetitionPenalty, p.repetitionPenalty) ||
+      p.repetitionPenalty <= 0)
+    return notA("repetition-penalty", f.repetitionPenalty, "a number > 0");
+  if (!number(f.presencePenalty, p.presencePenalty))
+    return notA("presence-penalty", f.presencePenalty, "a number");
+  if (!number(f.frequencyPenalty, p.frequencyPenalty))
+    return notA("frequency-penalty", f.frequencyPenalty, "a number");
   return p;
+}
+
+absl::StatusOr<std::vector<int32_t>> parseStopIds(const std::string &text,
+                                                  int64_t vocab) {
+  std::vector<int32_t> ids;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(part, &id) || id < 0 || id >= vocab)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stop-ids: '", std::string(part),
+                       "' is not a token id in [0, ", vocab, ")"));
+    ids.push_back(id);
+  }
+  return ids;
 }
 
 std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws) {
@@ -81,6 +101,13 @@ std::string generationReport(const std::string &model,
     absl::StrAppendFormat(
         &out, "  sampling  temperature %.2f, top-k %d, top-p %.2f, seed %u\n",
         sampling.temperature, sampling.topK, sampling.topP, sampling.seed);
+  if (sampling.repetitionPenalty != 1 || sampling.presencePenalty != 0 ||
+      sampling.frequencyPenalty != 0)
+    absl::StrAppendFormat(&out,
+                          "  penalties repetition %.2f, presence %.2f, "
+                          "frequency %.2f\n",
+                          sampling.repetitionPenalty, sampling.presencePenalty,
+                          sampling.frequencyPenalty);
   out += "  generated";
   for (int32_t t : g.tokens)
     absl::StrAppend(&out, " ", t);

@@ -26,11 +26,19 @@ absl::StatusOr<std::vector<int32_t>> parsePromptIds(const std::string &text);
 /// --max-new-tokens: a non-negative integer.
 absl::StatusOr<int64_t> parseMaxNewTokens(const std::string &text);
 
-/// --temperature, --top-k, --top-p and --seed, each checked.
-absl::StatusOr<SamplingParams> parseSampling(const std::string &temperature,
-                                             const std::string &topK,
-                                             const std::string &topP,
-                                             const std::string &seed);
+/// The sampling flags as given, with their defaults.
+struct SamplingFlags {
+  std::string temperature = "0", topK = "0", topP = "1", seed = "0";
+  std::string repetitionPenalty = "1", presencePenalty = "0",
+              frequencyPenalty = "0";
+};
+
+/// --temperature, --top-k, --top-p, --seed and the penalties, each checked.
+absl::StatusOr<SamplingParams> parseSampling(const SamplingFlags &flags);
+
+/// --stop-ids 2,13: token ids that end a generation.
+absl::StatusOr<std::vector<int32_t>> parseStopIds(const std::string &text,
+                                                  int64_t vocab);
 
 /// What a bundle's weight manifest needs of the checkpoint.
 std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws);

@@ -69,12 +69,26 @@ uint32_t threshold(const float *logits, int64_t vocab, const SamplingParams &p,
 }
 } // namespace
 
+std::vector<float> penalize(const float *logits, int64_t vocab,
+                            const SamplingParams &p, const int32_t *seen) {
+  std::vector<float> out(logits, logits + vocab); // [V]
+  for (int64_t i = 0; seen && i < vocab; ++i)
+    if (seen[i] > 0) {
+      float &l = out[i];
+      l = l > 0.0f ? l / p.repetitionPenalty : l * p.repetitionPenalty;
+      l -= p.presencePenalty + p.frequencyPenalty * float(seen[i]);
+    }
+  return out;
+}
+
 float samplingUniform(uint32_t seed, uint32_t step) {
   return float(hash(seed ^ hash(step)) >> 8) * (1.0f / 16777216.0f);
 }
 
-int32_t sampleOnHost(const float *logits, int64_t vocab,
-                     const SamplingParams &p) {
+int32_t sampleOnHost(const float *raw, int64_t vocab, const SamplingParams &p,
+                     const int32_t *seen) {
+  std::vector<float> penalized = penalize(raw, vocab, p, seen); // [V]
+  const float *logits = penalized.data();
   if (p.greedy())
     return firstLargest(logits, vocab);
   std::vector<float> probs; // [V]
@@ -96,8 +110,11 @@ int32_t sampleOnHost(const float *logits, int64_t vocab,
   return pick;
 }
 
-absl::Status checkSampled(const float *logits, int64_t vocab,
-                          const SamplingParams &p, int32_t token) {
+absl::Status checkSampled(const float *raw, int64_t vocab,
+                          const SamplingParams &p, int32_t token,
+                          const int32_t *seen) {
+  std::vector<float> penalized = penalize(raw, vocab, p, seen); // [V]
+  const float *logits = penalized.data();
   if (token < 0 || token >= vocab)
     return absl::InternalError(
         absl::StrCat("sampled token ", token, " is outside the vocabulary"));
@@ -113,8 +130,9 @@ absl::Status checkSampled(const float *logits, int64_t vocab,
   float mine = logits[token];
   int64_t above = 0;
   std::vector<float> probs; // [V]
-  threshold(logits, vocab, SamplingParams{p.temperature, 1.0f, p.topK, 0, 0},
-            probs);
+  SamplingParams topKOnly = p;
+  topKOnly.topP = 1.0f;
+  threshold(logits, vocab, topKOnly, probs);
   double massAbove = 0, z = 0;
   for (int64_t i = 0; i < vocab; ++i) {
     z += probs[i];

@@ -139,7 +139,8 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
       {Region::BlockTable, p.poolBlocks * 4},
       {Region::Count, 4},
       {Region::Sampled, 4},
-      {Region::Sampling, int64_t(sizeof(SamplingParams))}};
+      {Region::Sampling, int64_t(sizeof(SamplingParams))},
+      {Region::History, p.vocab * 4}};
   int64_t total = weightBytes;
   for (auto [region, bytes] : sizes)
     total += bytes;
@@ -210,6 +211,11 @@ CUdeviceptr CudaDevice::address(const Argument &a) const {
   if (a.region == Region::Weight)
     return weights_.at(a.weight);
   return regions_.at(a.region) + CUdeviceptr(a.offset);
+}
+
+absl::Status CudaDevice::clearHistory() {
+  KILN_CU(memsetD8(regions_[Region::History], 0, program_.vocab * 4));
+  return absl::OkStatus();
 }
 
 absl::Status CudaDevice::sendInputs(int64_t rows) {

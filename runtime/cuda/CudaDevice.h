@@ -41,6 +41,7 @@ private:
   explicit CudaDevice(Program program) : PlanDevice(std::move(program)) {}
   absl::Status sendInputs(int64_t rows) override;
   absl::Status run(const std::vector<Launch> &launches) override;
+  absl::Status clearHistory() override;
   absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
   absl::Status allocate(const WeightProvider &weights);
   absl::Status fillRandom(const WeightProvider &weights);

@@ -31,12 +31,24 @@ protected:
     threads_ = unsigned(k.blockThreads);
   }
 
-  /// The kernel's token for the last of `rows` rows of logits.
-  int32_t sample(const std::vector<float> &logits, SamplingParams p) {
+  /// The kernel's token for the last of `rows` rows of logits; the rows'
+  /// input tokens (`tokens`, one per row, 0 when not given) join `history`
+  /// (a fresh one when not given) first.
+  int32_t sample(const std::vector<float> &logits, SamplingParams p,
+                 std::vector<int32_t> tokens = {},
+                 std::vector<int32_t> *history = nullptr) {
     int32_t count = int32_t(logits.size() / kVocab), token = -1;
-    std::vector<float> probs(kVocab); // [V] scratch
-    void *args[] = {const_cast<float *>(logits.data()), &count, &p,
-                    probs.data(), &token};
+    tokens.resize(count, 0);
+    std::vector<int32_t> fresh(kVocab, 0); // [V]
+    std::vector<int32_t> &seen = history ? *history : fresh;
+    std::vector<float> scratch(2 * kVocab); // [2, V]
+    void *args[] = {const_cast<float *>(logits.data()),
+                    &count,
+                    &p,
+                    tokens.data(),
+                    seen.data(),
+                    scratch.data(),
+                    &token};
     launch_(1, 1, 1, threads_, args);
     return token;
   }
@@ -85,6 +97,36 @@ TEST_F(SampleKernel, EveryDrawIsTheHostRulesToken) {
           << ", top-p " << p.topP << ", step " << step;
       ASSERT_TRUE(checkSampled(logits.data(), kVocab, p, token).ok());
     }
+}
+
+TEST_F(SampleKernel, PenaltiesFollowTheHostRuleAndTheHistory) {
+  // A sequence of steps: each step's token joins the history the kernel
+  // keeps, and the penalties push the draws away from repeats.
+  std::mt19937 rng(2);
+  std::vector<int32_t> history(kVocab, 0), host(kVocab, 0); // [V]
+  SamplingParams p{0.8f, 0.95f, 0, 21, 0, 1.3f, 0.4f, 0.2f};
+  int32_t fed = 7;
+  for (uint32_t step = 0; step < 40; ++step) {
+    std::vector<float> logits = randomLogits(rng, 1);
+    p.step = step;
+    ++host[fed];
+    int32_t token = sample(logits, p, {fed}, &history);
+    ASSERT_EQ(history, host) << "step " << step;
+    ASSERT_EQ(token, sampleOnHost(logits.data(), kVocab, p, host.data()))
+        << "step " << step;
+    ASSERT_TRUE(
+        checkSampled(logits.data(), kVocab, p, token, host.data()).ok());
+    fed = token;
+  }
+  // Greedy with a strong repetition penalty never repeats a seen token
+  // whose logit is positive when an unseen one beats its penalized value.
+  std::vector<float> flat(kVocab, 1.0f); // [V]
+  flat[3] = 1.5f;
+  std::vector<int32_t> seen(kVocab, 0);
+  SamplingParams greedy;
+  greedy.repetitionPenalty = 2.0f;
+  EXPECT_EQ(sample(flat, greedy, {3}, &seen), 0); // 1.5 / 2 < 1
+  EXPECT_EQ(seen[3], 1);
 }
 
 TEST_F(SampleKernel, FrequenciesFollowTheProbabilities) {

@@ -34,7 +34,9 @@ const char *kUsage =
     "usage: kiln-run BUNDLE (--weights FOLDER | --random-weights) "
     "--prompt-ids 1,2,3 "
     "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
-    "[--temperature T] [--top-k K] [--top-p P] [--seed S]";
+    "[--temperature T] [--top-k K] [--top-p P] [--seed S] "
+    "[--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F] "
+    "[--stop-ids 2,13]";
 } // namespace
 
 int main(int argc, char **argv) {
@@ -47,7 +49,11 @@ int main(int argc, char **argv) {
                                               {"top-k", "0"},
                                               {"top-p", "1"},
                                               {"seed", "0"},
-                                              {"random-weights", "false"}};
+                                              {"random-weights", "false"},
+                                              {"repetition-penalty", "1"},
+                                              {"presence-penalty", "0"},
+                                              {"frequency-penalty", "0"},
+                                              {"stop-ids", ""}};
   std::string bundlePath;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -97,8 +103,10 @@ int main(int argc, char **argv) {
   auto maxNew = parseMaxNewTokens(flags["max-new-tokens"]);
   if (!maxNew.ok())
     return fail(maxNew.status(), 2);
-  auto sampling = parseSampling(flags["temperature"], flags["top-k"],
-                                flags["top-p"], flags["seed"]);
+  auto sampling =
+      parseSampling({flags["temperature"], flags["top-k"], flags["top-p"],
+                     flags["seed"], flags["repetition-penalty"],
+                     flags["presence-penalty"], flags["frequency-penalty"]});
   if (!sampling.ok())
     return fail(sampling.status(), 2);
   const std::string &device = flags["device"];
@@ -138,7 +146,11 @@ int main(int argc, char **argv) {
     dev = EmuDevice::create(std::move(bundle->program), provider);
   if (!dev.ok())
     return fail(dev.status());
-  auto gen = generate(**dev, *prompt, *maxNew, c.vocabSize, *sampling);
+  auto stopIds = parseStopIds(flags["stop-ids"], c.vocabSize);
+  if (!stopIds.ok())
+    return fail(stopIds.status(), 2);
+  auto gen = generate(**dev, *prompt, *maxNew, c.vocabSize, *sampling,
+                      GenerateHooks{*stopIds, nullptr});
   if (!gen.ok())
     return fail(gen.status());
   if (!flags["dump-logits"].empty())

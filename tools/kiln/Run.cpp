@@ -72,6 +72,26 @@ cl::opt<std::string> seedFlag("seed",
                                        "repeats a run (default 0)"),
                               cl::init("0"), cl::sub(runCommand()));
 
+cl::opt<std::string> repetitionFlag(
+    "repetition-penalty",
+    cl::desc("Divide the positive logits of tokens seen before (multiply "
+             "the negative ones) by this (default 1: off)"),
+    cl::init("1"), cl::sub(runCommand()));
+cl::opt<std::string>
+    presenceFlag("presence-penalty",
+                 cl::desc("Subtract this from the logit of every token seen "
+                          "before (default 0)"),
+                 cl::init("0"), cl::sub(runCommand()));
+cl::opt<std::string>
+    frequencyFlag("frequency-penalty",
+                  cl::desc("Subtract this times the times a token was seen "
+                           "from its logit (default 0)"),
+                  cl::init("0"), cl::sub(runCommand()));
+cl::opt<std::string> stopIdsFlag("stop-ids",
+                                 cl::desc("Token ids that end the generation "
+                                          "(not kept): 2,13"),
+                                 cl::value_desc("ids"), cl::sub(runCommand()));
+
 cl::opt<bool> randomWeights(
     "random-weights",
     cl::desc("Seeded random weights of the model's shapes instead of a "
@@ -131,7 +151,8 @@ int runRun() {
     return fail(maxNew.status(), 2);
   int64_t maxNewTokens = *maxNew;
   auto samplingOr =
-      parseSampling(temperatureFlag, topKFlag, topPFlag, seedFlag);
+      parseSampling({temperatureFlag, topKFlag, topPFlag, seedFlag,
+                     repetitionFlag, presenceFlag, frequencyFlag});
   if (!samplingOr.ok())
     return fail(samplingOr.status(), 2);
   const SamplingParams &sampling = *samplingOr;
@@ -268,6 +289,10 @@ int runRun() {
   // With a tokenizer: the prompt, then the continuation as it comes, until
   // the end-of-sequence token.
   GenerateHooks hooks;
+  auto stopIds = parseStopIds(stopIdsFlag, c.vocabSize);
+  if (!stopIds.ok())
+    return fail(stopIds.status(), 2);
+  hooks.stopTokens = *stopIds;
   std::optional<TextStream> text;
   if (tokenizer) {
     llvm::outs() << promptText;
@@ -276,7 +301,7 @@ int runRun() {
       llvm::outs() << piece;
       llvm::outs().flush();
     });
-    hooks.stopTokens = {tokenizer->eos()};
+    hooks.stopTokens.push_back(tokenizer->eos());
     hooks.onToken = [&](int32_t t) { text->add(t); };
   }
   auto gen =
