@@ -84,8 +84,8 @@ absl::StatusOr<Generation> generate(Device &device,
     if (absl::c_linear_search(hooks.stopTokens, *next))
       break;
     g.tokens.push_back(*next);
-    if (hooks.onToken)
-      hooks.onToken(*next);
+    if (hooks.onToken && !hooks.onToken(*next))
+      break;
     params.step = uint32_t(i + 1);
     device.setSampling(params);
     ++seen[*next];

@@ -26,10 +26,11 @@ struct Generation {
 
 /// What a caller may add to a generation: tokens that end it (not kept: an
 /// end-of-sequence id), and a call for each token as it is chosen (to
-/// stream text).
+/// stream text), which ends the generation after that token by returning
+/// false (a stop string).
 struct GenerateHooks {
   std::vector<int32_t> stopTokens;
-  std::function<void(int32_t)> onToken;
+  std::function<bool(int32_t)> onToken;
 };
 
 /// Checks the prompt against the vocabulary and the context length.

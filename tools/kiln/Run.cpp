@@ -92,6 +92,12 @@ cl::opt<std::string> stopIdsFlag("stop-ids",
                                           "(not kept): 2,13"),
                                  cl::value_desc("ids"), cl::sub(runCommand()));
 
+cl::list<std::string> stopStrings(
+    "stop",
+    cl::desc("End the generation before this text (with --prompt; may be "
+             "given more than once)"),
+    cl::value_desc("text"), cl::sub(runCommand()));
+
 cl::opt<bool> randomWeights(
     "random-weights",
     cl::desc("Seeded random weights of the model's shapes instead of a "
@@ -128,6 +134,15 @@ int runRun() {
     return fail(absl::InvalidArgumentError(
                     "--prompt and --prompt-ids: give the prompt one way"),
                 2);
+  if (!stopStrings.empty() && promptText.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--stop: stop strings need a text prompt (--prompt) and "
+                    "the model's tokenizer"),
+                2);
+  for (const std::string &stop : stopStrings)
+    if (stop.empty())
+      return fail(absl::InvalidArgumentError("--stop: an empty stop string"),
+                  2);
   // Text is tokenized once the model's folder is known.
   absl::StatusOr<std::vector<int32_t>> prompt = std::vector<int32_t>();
   if (promptText.empty())
@@ -297,17 +312,22 @@ int runRun() {
   if (tokenizer) {
     llvm::outs() << promptText;
     llvm::outs().flush();
-    text.emplace(*tokenizer, *prompt, [](const std::string &piece) {
-      llvm::outs() << piece;
-      llvm::outs().flush();
-    });
+    text.emplace(
+        *tokenizer, *prompt,
+        [](const std::string &piece) {
+          llvm::outs() << piece;
+          llvm::outs().flush();
+        },
+        std::vector<std::string>(stopStrings.begin(), stopStrings.end()));
     hooks.stopTokens.push_back(tokenizer->eos());
-    hooks.onToken = [&](int32_t t) { text->add(t); };
+    hooks.onToken = [&](int32_t t) { return text->add(t); };
   }
   auto gen =
       generate(**dev, *prompt, maxNewTokens, c.vocabSize, sampling, hooks);
-  if (tokenizer)
+  if (tokenizer) {
+    text->finish();
     llvm::outs() << "\n";
+  }
   if (!gen.ok())
     return fail(gen.status());
   if (!dumpLogits.empty())
