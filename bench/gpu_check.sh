@@ -41,6 +41,7 @@ if ! "$run" --help >/dev/null 2>&1; then
   ${CXX:-c++} -std=c++20 -O2 -I. -I"$kit/include" -isystem "$cuda/include" \
     -DKILN_EMU_HEADER="\"$PWD/runtime/emu/cuda_emu.h\"" \
     -DKILN_CUDA_INCLUDE_DIR="\"$cuda/include\"" \
+    -DKILN_CUDA_LIBRARY_DIR="\"$cuda/lib64\"" \
     runtime/*.cpp runtime/emu/*.cpp runtime/cuda/*.cpp \
     tools/kiln-run/kiln-run.cpp -o "$out/kiln-run" \
     -Wl,--start-group "$kit"/lib/libabsl_*.a -Wl,--end-group -ldl -lpthread \

@@ -3,6 +3,7 @@
 #define KILN_CODEGEN_NVRTC_H
 
 #include "runtime/Program.h"
+#include "runtime/cuda/Nvrtc.h"
 
 #include "llvm/Support/Error.h"
 
@@ -19,14 +20,11 @@ struct CompiledKernel {
   int spillStores = -1, spillLoads = -1; // bytes
 };
 
-/// NVRTC's version, "13.0".
+/// NVRTC's version, "13.0" ("(none)" without libnvrtc).
 std::string nvrtcVersionString();
 
-/// The options kiln compiles with for `target` ("sm_90"): part of what a
-/// cache key must hash.
-std::vector<std::string> nvrtcOptions(const std::string &target);
-
-/// Compiles one kernel. A failure names the kernel and carries NVRTC's log.
+/// Compiles one kernel (runtime/cuda/Nvrtc) and reads ptxas' report. A
+/// failure names the kernel and carries NVRTC's log.
 llvm::Expected<CompiledKernel> compileKernel(const KernelCode &kernel,
                                              const std::string &target);
 

@@ -1,5 +1,6 @@
 //===- CudaDevice.cpp -----------------------------------------------------===//
 #include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/Nvrtc.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -107,10 +108,17 @@ absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
         }
       }
     }
-    if (image.empty())
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cuda device: kernel ", k.name, " has no CUBIN for ", target_,
-          " and no PTX for an older target: compile with --target ", target_));
+    if (image.empty()) {
+      // Neither: NVRTC compiles the bundle's source for this GPU.
+      auto compiled = nvrtcCompile(k, target_);
+      if (!compiled.ok())
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cuda device: kernel ", k.name, " has no CUBIN for ", target_,
+            " and no PTX for an older target, and its source did not "
+            "compile here (",
+            compiled.status().message(), ")"));
+      image = std::move(compiled->cubin);
+    }
     image.push_back('\0');
     CUmodule module;
     CUfunction function;
