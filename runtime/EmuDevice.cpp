@@ -1,5 +1,6 @@
 //===- EmuDevice.cpp ------------------------------------------------------===//
 #include "runtime/EmuDevice.h"
+#include "runtime/Progress.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -15,11 +16,17 @@ EmuDevice::create(Program program, const WeightProvider &weights) {
   if (!kernels.ok())
     return kernels.status();
   dev->kernels_ = std::move(*kernels);
+  int64_t total = 0, done = 0;
+  for (const WeightBuffer &w : p.weights)
+    total += weightRows(w) * w.cols * 2;
+  Progress progress("weights", total);
   for (const WeightBuffer &w : p.weights) {
     auto packed = weights.pack(w);
     if (!packed.ok())
       return packed.status();
+    done += int64_t(packed->size()) * 2;
     dev->weights_[w.name] = std::move(*packed);
+    progress.update(done);
   }
   dev->arena_.assign(p.arenaBytes, 0);
   dev->pool_.assign(p.poolBytes, 0);

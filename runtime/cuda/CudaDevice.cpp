@@ -1,5 +1,6 @@
 //===- CudaDevice.cpp -----------------------------------------------------===//
 #include "runtime/cuda/CudaDevice.h"
+#include "runtime/Progress.h"
 #include "runtime/cuda/Nvrtc.h"
 
 #include "absl/strings/str_cat.h"
@@ -182,11 +183,15 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
       return s;
   if (weights.isRandom())
     return fillRandom(weights);
+  Progress progress("weights", weightBytes);
+  int64_t done = 0;
   for (const WeightBuffer &w : p.weights) {
     auto packed = weights.pack(w); // one buffer on the host at a time
     if (!packed.ok())
       return packed.status();
     KILN_CU(memcpyHtoD(weights_[w.name], packed->data(), packed->size() * 2));
+    done += int64_t(packed->size()) * 2;
+    progress.update(done);
   }
   return absl::OkStatus();
 }
