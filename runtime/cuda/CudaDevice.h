@@ -22,11 +22,12 @@ absl::StatusOr<CudaGpu> probeCudaGpu();
 
 /// Runs a Program on GPU 0 through the driver API: each kernel's CUBIN for
 /// the GPU's target (else the PTX of the newest older target, which the
-/// driver compiles; else its source, compiled by NVRTC here), the weights packed on the host and copied once, one
-/// allocation per region of the plan (after checking that they fit), and
-/// the plan's GEMMs through cuBLAS, all on the default stream. Random
-/// weights are one random block uploaded once and copied on the device
-/// into every buffer (their values do not matter to a benchmark).
+/// driver compiles; else its source, compiled by NVRTC here), the weights
+/// packed on the host and copied once, one allocation per region of the plan
+/// (after checking that they fit), and the plan's GEMMs through cuBLAS, all on
+/// the default stream. Random weights are one random block uploaded once and
+/// copied on the device into every buffer (their values do not matter to a
+/// benchmark).
 class CudaDevice : public PlanDevice {
 public:
   static absl::StatusOr<std::unique_ptr<CudaDevice>>
