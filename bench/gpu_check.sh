@@ -12,8 +12,11 @@
 #     and 2048-token prompts (time to first token);
 # and writes a Markdown report to $OUT/gpu_check.md (else
 # /tmp/kiln-gpu-check), to be added to bench/RESULTS.md.
+#   - runs the same shapes in PyTorch with Hugging Face transformers (eager,
+#     and torch.compile with a static cache: bench/torch_peer.py) when they
+#     are installed.
 # Not yet here (issue 5): batches of 8 and 32 (they need the batch
-# scheduler) and the PyTorch peers.
+# scheduler) and the ratios to the peers in one table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kiln-gpu-check}
@@ -75,7 +78,7 @@ for m in tiny-gqa tiny-mha; do
 done
 say ""
 
-python3 - <<'PY' 2>&1 | tee -a "$report"
+python3 - <<'PY' 2>&1 | tee -a "$report" | tee "$out/bandwidth.txt"
 try:
     import torch
 except ImportError:
@@ -103,11 +106,15 @@ print(f"Copy bandwidth: {2 * n * reps / seconds / 1e12:.2f} TB/s "
       f"(device-to-device copies of 1 GiB, read + write).")
 PY
 
+# Model-bandwidth utilization: the bytes a decode step must read (fp16
+# weights, and the KV cache at its context) over the time, over the copy
+# bandwidth measured above.
+bandwidth=$(sed -n 's/^Copy bandwidth: \([0-9.]*\) TB\/s.*/\1/p' "$out/bandwidth.txt")
 say ""
 say "llama2-7b, random fp16 weights, batch 1, kiln-run --device cuda:"
 say ""
-say "| prompt tokens | new tokens | prefill (TTFT) | decode | tokens/s |"
-say "|---|---|---|---|---|"
+say "| prompt tokens | new tokens | prefill (TTFT) | decode | tokens/s | MBU |"
+say "|---|---|---|---|---|---|"
 for case in "128 128" "512 16" "2048 128"; do
   read -r p n <<<"$case"
   ids=$(python3 -c "import random; r = random.Random($p); print(','.join(str(r.randrange(1, 32000)) for _ in range($p)))")
@@ -116,10 +123,19 @@ for case in "128 128" "512 16" "2048 128"; do
     prefill=$(sed -n 's/^ *prefill *//p' "$out/7b-$p.txt")
     decode=$(sed -n 's/^ *decode *//p' "$out/7b-$p.txt")
     rate=$(echo "$decode" | awk '{ if ($1 > 0) printf "%.0f", 1000 / $1 }')
-    say "| $p | $n | $prefill | $decode | $rate |"
+    mbu=$(echo "$decode" | awk -v bw="$bandwidth" -v ctx="$((p + n / 2))" \
+      '{ if ($1 > 0 && bw > 0) printf "%.0f%%", 100 * (13.48e9 + 524288 * ctx) / ($1 / 1000) / (bw * 1e12); else print "-" }')
+    say "| $p | $n | $prefill | $decode | $rate | $mbu |"
   else
     status=1
-    say "| $p | $n | FAIL: $(tail -1 "$out/7b-$p.txt") | | |"
+    say "| $p | $n | FAIL: $(tail -1 "$out/7b-$p.txt") | | | |"
   fi
 done
+
+# The PyTorch peers on the same GPU, when PyTorch and transformers are here
+# (time-boxed: torch.compile of llama2-7b takes minutes).
+say ""
+timeout 300 python3 bench/torch_peer.py --model llama2-7b --cases 128:128,2048:128 \
+  2>"$out/torch_peer.log" | tee -a "$report" ||
+  say "PyTorch peers: stopped ($(tail -1 "$out/torch_peer.log"))"
 exit $status
