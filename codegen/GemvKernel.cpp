@@ -42,10 +42,7 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
   auto shape = linearShape(op);
   if (!shape)
     return shape.takeError();
-  int64_t n = shape->n, kdim = shape->k, tasks = shape->tasks;
-  std::optional<double> eps = shape->eps;
-  bool swiglu = shape->swiglu;
-  Value residual = shape->residual;
+  auto [n, kdim, tasks, eps, swiglu, residual] = *shape;
   int vec = vectorWidth(kdim, opts.maxVectorWidth);
   int rows = opts.gemvWarps, splitK = opts.gemvSplitK;
 

@@ -23,10 +23,7 @@ llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
   auto shape = linearShape(op);
   if (!shape)
     return shape.takeError();
-  int64_t n = shape->n, kdim = shape->k, tasks = shape->tasks;
-  std::optional<double> eps = shape->eps;
-  bool swiglu = shape->swiglu;
-  Value residual = shape->residual;
+  auto [n, kdim, tasks, eps, swiglu, residual] = *shape;
   int threads = opts.epilogueThreads;
 
   CudaKernel k = kernelFor(op);
