@@ -64,9 +64,12 @@ absl::StatusOr<const Cublas *> Cublas::get() {
       return member != nullptr;
     };
     if (!look(c.create, "cublasCreate_v2") ||
-        !look(c.destroy, "cublasDestroy_v2") || !look(c.gemmEx, "cublasGemmEx"))
+        !look(c.destroy, "cublasDestroy_v2") ||
+        !look(c.setStream, "cublasSetStream_v2") ||
+        !look(c.gemmEx, "cublasGemmEx"))
       return absl::FailedPreconditionError(
-          "cuda device: cuBLAS lacks cublasCreate_v2, cublasDestroy_v2 or "
+          "cuda device: cuBLAS lacks cublasCreate_v2, cublasDestroy_v2, "
+          "cublasSetStream_v2 or "
           "cublasGemmEx");
     return &c;
   }();

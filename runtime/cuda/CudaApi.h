@@ -43,6 +43,15 @@ namespace kiln {
   X(moduleUnload, cuModuleUnload, "cuModuleUnload")                            \
   X(moduleGetFunction, cuModuleGetFunction, "cuModuleGetFunction")             \
   X(launchKernel, cuLaunchKernel, "cuLaunchKernel")                            \
+  X(streamCreate, cuStreamCreate, "cuStreamCreate")                            \
+  X(streamDestroy, cuStreamDestroy_v2, "cuStreamDestroy_v2")                   \
+  X(streamBeginCapture, cuStreamBeginCapture_v2, "cuStreamBeginCapture_v2")    \
+  X(streamEndCapture, cuStreamEndCapture, "cuStreamEndCapture")                \
+  X(graphInstantiate, cuGraphInstantiateWithFlags,                             \
+    "cuGraphInstantiateWithFlags")                                             \
+  X(graphLaunch, cuGraphLaunch, "cuGraphLaunch")                               \
+  X(graphExecDestroy, cuGraphExecDestroy, "cuGraphExecDestroy")                \
+  X(graphDestroy, cuGraphDestroy, "cuGraphDestroy")                            \
   X(getErrorString, cuGetErrorString, "cuGetErrorString")
 
 /// The driver's functions, from libcuda.so.1.
@@ -64,6 +73,7 @@ struct Cublas {
   using Handle = void *;
   int (*create)(Handle *);
   int (*destroy)(Handle);
+  int (*setStream)(Handle, CUstream);
   // cublasGemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B,
   // Btype, ldb, beta, C, Ctype, ldc, computeType, algo)
   int (*gemmEx)(Handle, int, int, int, int, int, const void *, const void *,

@@ -8,6 +8,9 @@
 
 #include <cublas_api.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace kiln {
 namespace {
 #define KILN_CU(call)                                                          \
@@ -58,6 +61,12 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
   KILN_CU(deviceGet(&dev->gpu_, 0));
   KILN_CU(primaryCtxRetain(&dev->ctx_, dev->gpu_));
   KILN_CU(ctxSetCurrent(dev->ctx_));
+  // A blocking stream: ordered with the synchronous copies of the inputs
+  // and the logits on the default stream.
+  KILN_CU(streamCreate(&dev->stream_, CU_STREAM_DEFAULT));
+  if (const char *g = std::getenv("KILN_CUDA_GRAPHS");
+      g && std::string(g) == "0")
+    dev->graphs_ = false;
   if (absl::Status s = dev->loadKernels(cubin, ptx); !s.ok())
     return s;
   if (absl::Status s = dev->allocate(weights); !s.ok())
@@ -71,7 +80,8 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
     if (!blas.ok())
       return blas.status();
     dev->blas_ = *blas;
-    if (dev->blas_->create(&dev->blasHandle_) != 0)
+    if (dev->blas_->create(&dev->blasHandle_) != 0 ||
+        dev->blas_->setStream(dev->blasHandle_, dev->stream_) != 0)
       return absl::InternalError("cuda device: cublasCreate failed");
   }
   return dev;
@@ -82,6 +92,12 @@ CudaDevice::~CudaDevice() {
     return;
   if (blasHandle_)
     blas_->destroy(blasHandle_);
+  if (decodeExec_)
+    cu_->graphExecDestroy(decodeExec_);
+  if (decodeGraph_)
+    cu_->graphDestroy(decodeGraph_);
+  if (stream_)
+    cu_->streamDestroy(stream_);
   for (CUdeviceptr p : allocations_)
     cu_->memFree(p);
   for (CUmodule m : modules_)
@@ -240,6 +256,36 @@ absl::Status CudaDevice::sendInputs(int64_t rows) {
 }
 
 absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
+  if (graphs_ && &launches == &program_.decode) {
+    if (!decodeExec_)
+      if (absl::Status s = captureDecode(); !s.ok()) {
+        // Not fatal: the same launches run one by one.
+        std::fprintf(stderr,
+                     "kiln: cuda device: no CUDA graph for the decode step "
+                     "(%s); launching it kernel by kernel\n",
+                     std::string(s.message()).c_str());
+        graphs_ = false;
+        return launch(launches);
+      }
+    KILN_CU(graphLaunch(decodeExec_, stream_));
+    return absl::OkStatus();
+  }
+  return launch(launches);
+}
+
+absl::Status CudaDevice::captureDecode() {
+  KILN_CU(streamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  absl::Status launched = launch(program_.decode);
+  CUresult ended = cu_->streamEndCapture(stream_, &decodeGraph_);
+  if (!launched.ok())
+    return launched;
+  if (absl::Status s = cu_->check(ended, "cuStreamEndCapture"); !s.ok())
+    return s;
+  KILN_CU(graphInstantiate(&decodeExec_, decodeGraph_, 0));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::launch(const std::vector<Launch> &launches) {
   for (const Launch &l : launches) {
     std::vector<CUdeviceptr> args; // the kernel's parameters
     for (const Argument &a : l.args)
@@ -265,7 +311,7 @@ absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
       params.push_back(&a);
     KILN_CU(launchKernel(functions_[l.kernel], unsigned(l.grid[0]),
                          unsigned(l.grid[1]), unsigned(l.grid[2]),
-                         unsigned(l.blockThreads), 1, 1, 0, nullptr,
+                         unsigned(l.blockThreads), 1, 1, 0, stream_,
                          params.data(), nullptr));
   }
   return absl::OkStatus();

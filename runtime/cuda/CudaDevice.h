@@ -25,7 +25,9 @@ absl::StatusOr<CudaGpu> probeCudaGpu();
 /// driver compiles; else its source, compiled by NVRTC here), the weights
 /// packed on the host and copied once, one allocation per region of the plan
 /// (after checking that they fit), and the plan's GEMMs through cuBLAS, all on
-/// the default stream. Random weights are one random block uploaded once and
+/// one stream; the decode step is captured as a CUDA graph once and replayed
+/// (its launches read positions and tokens from device memory, so one graph
+/// serves every step). Random weights are one random block uploaded once and
 /// copied on the device into every buffer (their values do not matter to a
 /// benchmark).
 class CudaDevice : public PlanDevice {
@@ -49,6 +51,8 @@ private:
   absl::Status loadKernels(const KernelBinaries &cubin,
                            const KernelBinaries &ptx);
   CUdeviceptr address(const Argument &a) const;
+  absl::Status launch(const std::vector<Launch> &launches);
+  absl::Status captureDecode();
 
   const CudaDriver *cu_ = nullptr;
   const Cublas *blas_ = nullptr;
@@ -62,6 +66,10 @@ private:
   std::map<std::string, CUdeviceptr> weights_;
   std::vector<CUdeviceptr> allocations_;
   int32_t sampled_ = 0;
+  CUstream stream_ = nullptr;     // every launch; syncs with the default
+  CUgraph decodeGraph_ = nullptr; // the decode step, captured once
+  CUgraphExec decodeExec_ = nullptr;
+  bool graphs_ = true; // KILN_CUDA_GRAPHS=0, or a failed capture: off
 };
 
 } // namespace kiln
