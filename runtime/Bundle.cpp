@@ -123,6 +123,17 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
     launch.kernel = l.at("kernel").get<int>();
     launch.grid = l.at("grid").get<std::array<int64_t, 3>>();
     launch.blockThreads = l.at("block").get<int64_t>();
+    // CUDA's limits: a damaged grid would otherwise hang or fail the launch.
+    const int64_t most[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
+    for (int axis = 0; axis < 3; ++axis)
+      if (launch.grid[axis] < 1 || launch.grid[axis] > most[axis])
+        return absl::InvalidArgumentError(
+            absl::StrCat("launch ", launch.name, " has a grid of ",
+                         launch.grid[axis], " blocks along axis ", axis));
+    if (launch.blockThreads < 1 || launch.blockThreads > 1024)
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " has blocks of ",
+                       launch.blockThreads, " threads (1 to 1024)"));
     if (launch.kernel < 0 || launch.kernel >= int(p.kernels.size()))
       return absl::InvalidArgumentError(
           absl::StrCat("launch ", launch.name, " names kernel ", launch.kernel,
@@ -309,7 +320,7 @@ absl::StatusOr<Bundle> readBundle(const std::string &path) {
     if (absl::Status s = readProgram(Json::parse(field("program")), b); !s.ok())
       return fault(std::string(s.message()));
   } catch (const std::exception &e) {
-    return fault(absl::StrCat("malformed program: ", e.what()));
+    return fault(absl::StrCat("malformed program: ", jsonErrorMessage(e)));
   }
   for (KernelCode &k : b.program.kernels) {
     const TensorView *source = (*file)->find("source/" + k.name);

@@ -1,5 +1,6 @@
 //===- ModelConfig.cpp - parse and check a LlamaConfig --------------------===//
 #include "runtime/ModelConfig.h"
+#include "runtime/SafeTensors.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -88,11 +89,8 @@ absl::StatusOr<LlamaConfig> parseLlamaConfig(std::string_view text,
   try {
     json = Json::parse(text);
   } catch (const std::exception &e) {
-    std::string m = e.what();
-    if (auto p = m.find("] "); p != std::string::npos)
-      m = m.substr(p + 2);
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not valid JSON: ", m));
+        absl::StrCat(path, ": not valid JSON: ", jsonErrorMessage(e)));
   }
   if (!json.is_object())
     return absl::InvalidArgumentError(

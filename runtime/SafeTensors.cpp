@@ -25,14 +25,21 @@ absl::Status fault(const std::string &path, const std::string &what) {
 }
 
 /// nlohmann's messages start with "[json.exception.parse_error.101] ".
-std::string jsonMessage(const std::exception &e) {
+} // namespace
+
+std::string jsonErrorMessage(const std::exception &e) {
   std::string m = e.what();
   if (auto p = m.find("] ");
       m.rfind("[json.exception", 0) == 0 && p != std::string::npos)
     m = m.substr(p + 2);
-  return m;
+  std::string out;
+  for (unsigned char c : m)
+    if (c >= 0x20 && c < 0x7f)
+      out += char(c);
+    else
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+  return out;
 }
-} // namespace
 
 std::string shapeString(const std::vector<int64_t> &shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -121,7 +128,7 @@ absl::Status SafeTensorsFile::parse() {
   try {
     header = nlohmann::json::parse(headerBegin, headerBegin + headerLen);
   } catch (const std::exception &e) {
-    return fault(path_, "header is not valid JSON: " + jsonMessage(e));
+    return fault(path_, "header is not valid JSON: " + jsonErrorMessage(e));
   }
   if (!header.is_object())
     return fault(path_, "header is not a JSON object");
