@@ -39,7 +39,9 @@ cl::opt<std::string> maxNewTokensFlag("max-new-tokens",
                                       cl::init("16"), cl::sub(runCommand()));
 cl::opt<std::string> device("device",
                             cl::desc("Where to run: auto (default: cuda when "
-                                     "the driver sees a GPU, else emu), ref "
+                                     "the driver sees a GPU, else emu; ref "
+                                     "for --dtype f32/bf16 or --fusion=false), "
+                                     "ref "
                                      "(fp32 interpreter of the IR), emu (the "
                                      "CUDA kernels on the CPU) or cuda (GPU "
                                      "0)"),
@@ -285,6 +287,10 @@ int runRun() {
       return fail(s);
     if (absl::Status s = openWeights(folder, compiled->weights); !s.ok())
       return fail(s);
+    // The kernels take f16 storage and the fused IR; the interpreter takes
+    // anything.
+    if (where == "auto" && (opts->dtype != "f16" || !opts->fusion))
+      where = "ref";
     pick();
     if (where == "emu" || where == "cuda") {
       auto program = buildProgram(*compiled->module, *knobs);
