@@ -3,6 +3,7 @@
 #include "runtime/Progress.h"
 #include "runtime/cuda/Nvrtc.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -106,9 +107,24 @@ CudaDevice::~CudaDevice() {
     cu_->primaryCtxRelease(gpu_);
 }
 
+namespace {
+/// 90 for "sm_90" (and "sm_90a"); -1 for a name that is not a target.
+int targetNumber(const std::string &target) {
+  int n = 0;
+  size_t digits = target.find_first_not_of("0123456789", 3);
+  if (target.rfind("sm_", 0) != 0 ||
+      !absl::SimpleAtoi(target.substr(3, digits == std::string::npos
+                                             ? std::string::npos
+                                             : digits - 3),
+                        &n))
+    return -1;
+  return n;
+}
+} // namespace
+
 absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
                                      const KernelBinaries &ptx) {
-  int mine = std::stoi(target_.substr(3));
+  int mine = targetNumber(target_);
   for (const KernelCode &k : program_.kernels) {
     // The GPU's own CUBIN, else the newest PTX no newer than the GPU.
     std::string image;
@@ -118,8 +134,8 @@ absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
     if (auto p = ptx.find(k.name); image.empty() && p != ptx.end()) {
       int best = -1;
       for (const auto &[target, text] : p->second) {
-        int t = std::stoi(target.substr(3));
-        if (t <= mine && t > best) {
+        int t = targetNumber(target); // a bundle's names are not trusted
+        if (t >= 0 && t <= mine && t > best) {
           best = t;
           image = text; // PTX must end with a NUL for cuModuleLoadData
         }
