@@ -1,5 +1,6 @@
 //===- Bundle.cpp - a safetensors-layout file with the Program as JSON ----===//
 #include "runtime/Bundle.h"
+#include "runtime/Hash.h"
 #include "runtime/SafeTensors.h"
 
 #include "absl/strings/str_cat.h"
@@ -260,6 +261,17 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   return absl::OkStatus();
 }
 
+/// FNV-1a of the program and every blob (name and bytes, by name): a
+/// bundle damaged where its structure still reads is refused, not run.
+std::string checksum(const std::string &program,
+                     const std::map<std::string, std::string_view> &blobs) {
+  Fnv1a h;
+  h.add(program);
+  for (const auto &[name, bytes] : blobs)
+    h.add(name).add(std::string_view("\0", 1)).add(bytes);
+  return h.hex();
+}
+
 std::string blob(const TensorView &t) {
   return std::string(reinterpret_cast<const char *>(t.data), t.numBytes);
 }
@@ -280,8 +292,10 @@ bool looksLikeBundle(const std::string &path) {
 
 absl::Status writeBundle(const std::string &path, const Bundle &b) {
   std::vector<OutTensor> blobs;
+  std::map<std::string, std::string_view> contents; // by name, for the sum
   auto add = [&](const std::string &name, const std::string &bytes) {
     blobs.push_back({name, DType::U8, {int64_t(bytes.size())}, bytes.data()});
+    contents[name] = bytes;
   };
   for (const KernelCode &k : b.program.kernels)
     add("source/" + k.name, k.source);
@@ -291,10 +305,12 @@ absl::Status writeBundle(const std::string &path, const Bundle &b) {
   for (const auto &[kernel, targets] : b.ptx)
     for (const auto &[target, bytes] : targets)
       add("ptx/" + target + "/" + kernel, bytes);
+  std::string program = programJson(b).dump(1);
   return writeSafeTensors(path, blobs,
                           {{"format", kFormat},
                            {"version", std::to_string(kBundleVersion)},
-                           {"program", programJson(b).dump(1)}});
+                           {"program", program},
+                           {"checksum", checksum(program, contents)}});
 }
 
 absl::StatusOr<Bundle> readBundle(const std::string &path) {
@@ -341,6 +357,14 @@ absl::StatusOr<Bundle> readBundle(const std::string &path) {
       map[rest.substr(slash + 1)][rest.substr(0, slash)] = blob(view);
     }
   }
+  // Last: the structure's own faults have the clearer messages.
+  std::map<std::string, std::string_view> contents; // by name
+  for (const auto &[name, view] : (*file)->tensors())
+    contents[name] = std::string_view(reinterpret_cast<const char *>(view.data),
+                                      view.numBytes);
+  if (field("checksum") != checksum(field("program"), contents))
+    return fault("damaged: its contents do not match its checksum "
+                 "(compile the model again)");
   return b;
 }
 

@@ -1,6 +1,7 @@
 //===- EmuCompiler.cpp ----------------------------------------------------===//
 #include "runtime/emu/EmuCompiler.h"
 #include "runtime/AtomicFile.h"
+#include "runtime/Hash.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -28,15 +29,7 @@ std::string readFile(const std::string &path) {
   return s.str();
 }
 
-/// FNV-1a: stable across runs and machines, unlike std::hash.
-std::string hash(const std::string &text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text)
-    h = (h ^ c) * 1099511628211ull;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
-  return buf;
-}
+std::string hash(const std::string &text) { return Fnv1a().add(text).hex(); }
 
 std::string cacheDir() {
   if (const char *dir = std::getenv("KILN_EMU_CACHE"); dir && *dir)
