@@ -36,27 +36,49 @@ int32_t firstLargest(const float *logits, int64_t vocab) {
   return int32_t(best);
 }
 
-/// The cut-off key: candidates are the logits whose key reaches it.
-/// Fills probs[V] with exp((l - max) / temperature) of the top-k ones.
-uint32_t threshold(const float *logits, int64_t vocab, const SamplingParams &p,
-                   std::vector<float> &probs) {
-  std::vector<std::pair<uint32_t, int64_t>> order(vocab); // largest first
+/// The top-k cut: the k-th largest key (0: no cut). A partial selection,
+/// not a sort: the check runs after every decode step.
+uint32_t topKKey(const float *logits, int64_t vocab, const SamplingParams &p) {
+  if (!(p.topK > 1 && p.topK < vocab))
+    return 0;
+  std::vector<uint32_t> keys(vocab); // [V]
   for (int64_t i = 0; i < vocab; ++i)
-    order[i] = {key(logits[i]), i};
-  std::sort(order.begin(), order.end(), std::greater<>());
-  uint32_t kthr = p.topK > 1 && p.topK < vocab ? order[p.topK - 1].first : 0;
+    keys[i] = key(logits[i]);
+  std::nth_element(keys.begin(), keys.begin() + (p.topK - 1), keys.end(),
+                   std::greater<>());
+  return keys[p.topK - 1];
+}
+
+/// probs[V] = exp((l - max) / temperature) of the logits whose key reaches
+/// `cut`, 0 elsewhere; returns their sum.
+double candidateProbs(const float *logits, int64_t vocab,
+                      const SamplingParams &p, uint32_t cut,
+                      std::vector<float> &probs) {
   float top = logits[firstLargest(logits, vocab)];
   probs.assign(vocab, 0.0f);
   double z = 0;
   for (int64_t i = 0; i < vocab; ++i)
-    if (key(logits[i]) >= kthr) {
+    if (key(logits[i]) >= cut) {
       probs[i] = std::exp((logits[i] - top) * (1.0f / p.temperature));
       z += probs[i];
     }
+  return z;
+}
+
+/// The cut-off key of both cuts: candidates are the logits whose key
+/// reaches it. Fills probs[V] as candidateProbs does for the top-k cut.
+uint32_t threshold(const float *logits, int64_t vocab, const SamplingParams &p,
+                   std::vector<float> &probs) {
+  uint32_t kthr = topKKey(logits, vocab, p);
+  double z = candidateProbs(logits, vocab, p, kthr, probs);
   if (!(p.topP < 1.0f))
     return kthr;
   // The largest key whose candidates (key >= it, ties together) hold top_p
-  // of the mass.
+  // of the mass: walk the keys from the largest.
+  std::vector<std::pair<uint32_t, int64_t>> order(vocab); // largest first
+  for (int64_t i = 0; i < vocab; ++i)
+    order[i] = {key(logits[i]), i};
+  std::sort(order.begin(), order.end(), std::greater<>());
   double target = double(p.topP) * z, mass = 0;
   for (int64_t i = 0; i < vocab;) {
     uint32_t k = order[i].first;
@@ -130,12 +152,9 @@ absl::Status checkSampled(const float *raw, int64_t vocab,
   float mine = logits[token];
   int64_t above = 0;
   std::vector<float> probs; // [V]
-  SamplingParams topKOnly = p;
-  topKOnly.topP = 1.0f;
-  threshold(logits, vocab, topKOnly, probs);
-  double massAbove = 0, z = 0;
+  double z = candidateProbs(logits, vocab, p, topKKey(logits, vocab, p), probs);
+  double massAbove = 0;
   for (int64_t i = 0; i < vocab; ++i) {
-    z += probs[i];
     if (key(logits[i]) > key(mine)) {
       ++above;
       massAbove += probs[i];
