@@ -75,6 +75,21 @@ absl::StatusOr<std::vector<int32_t>> parseStopIds(const std::string &text,
   return ids;
 }
 
+absl::StatusOr<std::unique_ptr<WeightSet>>
+openCheckpoint(const std::string &folder,
+               const std::vector<WeightSpec> &specs) {
+  if (!WeightSet::present(folder))
+    return absl::InvalidArgumentError(absl::StrCat(
+        folder, ": has no weights (model.safetensors); presets such as "
+                "llama2-7b hold only shapes"));
+  auto opened = WeightSet::open(folder);
+  if (!opened.ok())
+    return opened.status();
+  if (absl::Status s = (*opened)->check(specs); !s.ok())
+    return s;
+  return opened;
+}
+
 std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws) {
   std::vector<WeightSpec> specs;
   for (const WeightBuffer &w : ws) {

@@ -40,6 +40,10 @@ absl::StatusOr<SamplingParams> parseSampling(const SamplingFlags &flags);
 absl::StatusOr<std::vector<int32_t>> parseStopIds(const std::string &text,
                                                   int64_t vocab);
 
+/// A model folder's checkpoint, checked against what the model needs.
+absl::StatusOr<std::unique_ptr<WeightSet>>
+openCheckpoint(const std::string &folder, const std::vector<WeightSpec> &specs);
+
 /// What a bundle's weight manifest needs of the checkpoint.
 std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws);
 

@@ -125,16 +125,11 @@ int main(int argc, char **argv) {
     return fail(s);
   std::unique_ptr<WeightSet> weights;
   if (!random) {
-    if (!WeightSet::present(flags["weights"]))
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          flags["weights"], ": has no weights (model.safetensors)")));
-    auto opened = WeightSet::open(flags["weights"]);
+    auto opened = openCheckpoint(flags["weights"],
+                                 manifestSpecs(bundle->program.weights));
     if (!opened.ok())
       return fail(opened.status());
     weights = std::move(*opened);
-    if (absl::Status s = weights->check(manifestSpecs(bundle->program.weights));
-        !s.ok())
-      return fail(s);
   }
   WeightProvider provider =
       random ? WeightProvider::random(1) : WeightProvider::checkpoint(*weights);

@@ -224,15 +224,11 @@ int runRun() {
                          const std::vector<WeightSpec> &specs) -> absl::Status {
     if (randomWeights)
       return absl::OkStatus();
-    if (!WeightSet::present(folder))
-      return absl::InvalidArgumentError(absl::StrCat(
-          folder, ": has no weights (model.safetensors); presets such as "
-                  "llama2-7b hold only shapes"));
-    auto opened = WeightSet::open(folder);
+    auto opened = openCheckpoint(folder, specs);
     if (!opened.ok())
       return opened.status();
     weights = std::move(*opened);
-    return weights->check(specs);
+    return absl::OkStatus();
   };
   if (looksLikeBundle(model)) {
     if (weightsFolder.empty() && !randomWeights)
