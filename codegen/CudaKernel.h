@@ -5,6 +5,7 @@
 #include "mlir/IR/Operation.h"
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -30,6 +31,10 @@ struct CodegenOptions {
   std::vector<int64_t> prefillBuckets;
 };
 
+/// The batched decode plans of `sequences` slots: 2, 4, 8, ... and
+/// `sequences` (none for one).
+std::vector<int64_t> batchBuckets(int64_t sequences);
+
 /// Sets the knobs named in `text`, "name=value,...": gemv-rows,
 /// gemv-split-k, vector-width (1, 2, 4, 8), attention-warps, kv-splits,
 /// sm-count, epilogue-threads, prefill-attention-rows. Fails naming an
@@ -47,14 +52,16 @@ enum class ParamKind {
   Weight,     // a weight (or packed weight) buffer
   KCache,     // the layer's keys in the KV pool
   VCache,     // the layer's values in the KV pool
-  BlockTable, // int32 block table of the sequence
+  BlockTable, // int32 [sequences, TABLE_BLOCKS]: every sequence's blocks
   Positions,  // int32 positions of the new tokens
   Tokens,     // int32 token ids
   Workspace,  // float scratch (split-KV partials)
   Counters,   // uint32 counters, zero between launches
   Count,      // int32 [1]: how many of the rows are real tokens
   Sampling,   // the step's sampling parameters (runtime/Sampling.h)
-  History,    // int32 [V]: how often the sequence has seen each token
+  History,    // int32 [sequences, V]: how often each sequence has seen
+              // each token
+  RowSequence, // int32 [rows]: the sequence of each row (its table row)
 };
 
 struct KernelParam {
@@ -74,6 +81,11 @@ struct CudaKernel {
   int64_t blockThreads = 0;
   int64_t workspaceFloats = 0; // Workspace size, when the kernel has one
   int64_t counters = 0;        // Counters size, when the kernel has one
+  /// Scratch that grows with the grid: per block of a launch.
+  int64_t workspacePerBlock = 0, countersPerBlock = 0;
+  /// > 0: grid axis 1 splits each task until the launch has about this
+  /// many blocks (1 to 16 splits); the kernel reads gridDim.y.
+  int64_t fillBlocks = 0;
   /// Prefill kernels: grid axis `rowAxis` covers the step's tokens,
   /// `rowsPerBlock` to a block; the launch sizes it for each bucket.
   int rowAxis = -1;
@@ -87,6 +99,10 @@ struct CudaKernel {
     std::array<int64_t, 3> g = grid;
     if (rowAxis >= 0)
       g[rowAxis] = (tokens + rowsPerBlock - 1) / rowsPerBlock;
+    if (fillBlocks > 0) {
+      int64_t tasks = g[0] * g[2];
+      g[1] = std::clamp<int64_t>((fillBlocks + tasks - 1) / tasks, 1, 16);
+    }
     return g;
   }
 };
@@ -98,8 +114,11 @@ std::string cudaPrelude();
 /// A kernel for `op`, named by its kiln.kernel attribute.
 CudaKernel kernelFor(mlir::Operation *op);
 
-/// Tokens per block of the module's #kiln.kv_pool (16 when unplanned).
-int64_t poolBlockSize(mlir::Operation *op);
+/// The module's #kiln.kv_pool as the kernels see it: `constexpr int
+/// BLOCK_SIZE` (tokens per block) and `TABLE_BLOCKS` (blocks per sequence:
+/// a sequence's table is row seq of the [sequences, TABLE_BLOCKS] block
+/// table). Unplanned: blocks of 16 for the whole context.
+std::string poolConstants(mlir::Operation *op);
 
 /// The templates read and write f16 storage only.
 llvm::Error requireF16(mlir::Type element);
@@ -131,7 +150,7 @@ llvm::Expected<QkvShape> qkvShape(mlir::Operation *op,
                                   const CodegenOptions &opts);
 
 /// kiln.attention's heads and the CUDA both of its templates start with:
-/// the RoPE table and the constants H, KVH, DH, GROUP, BLOCK_SIZE, DPL,
+/// the RoPE table and the constants H, KVH, DH, GROUP, BLOCK_SIZE, TABLE_BLOCKS, DPL,
 /// ROPE, INTERLEAVED and SCALE.
 struct AttentionShape {
   int64_t heads = 0, kvHeads = 0, dh = 0;
@@ -176,6 +195,11 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(mlir::Operation *op,
                                            const CodegenOptions &opts);
 llvm::Expected<CudaKernel> emitPrefillAttention(mlir::Operation *op,
                                                 const CodegenOptions &opts);
+
+/// The batched decode plans run @prefill's attention with the decode
+/// template (a row per sequence): that kernel is the op's kiln.kernel with
+/// this suffix.
+constexpr const char *kBatchSuffix = ".batch";
 
 /// Sampling from the `vocab` logits of the step's last row: greedy, or
 /// temperature, top-k and top-p with a seed (runtime/Sampling.h).

@@ -1,7 +1,10 @@
 //===- DecodeAttentionKernel.cpp - kiln.attention for one new token -------===//
 //
-// Split-KV flash decoding. Block (h, split) takes query head h and one
-// chunk of the keys; each warp walks every WARPS-th key of the chunk with an
+// Split-KV flash decoding, for one new token of each of `rows` sequences:
+// decode's one row, or a batch's (the batched decode plans run it on
+// @prefill's attention, whose rows are then sequences of their own, each
+// with its table, position and scratch). Block (h, split, row) takes query
+// head h of the row and one chunk of the row's keys; each warp walks every WARPS-th key of the chunk with an
 // online softmax (running max m, sum l, weighted values acc in fp32), the
 // warps merge in shared memory, and with several splits the last block of a
 // head to finish (an atomic ticket) merges the splits' partials. Query head
@@ -43,7 +46,8 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
               : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
   os << "constexpr int H = " << s.heads << ", KVH = " << s.kvHeads
      << ", DH = " << s.dh << ", GROUP = " << s.heads / s.kvHeads
-     << ", BLOCK_SIZE = " << poolBlockSize(op) << ";\n";
+     << ";\n"
+     << poolConstants(op);
   os << "constexpr int DPL = (DH + 31) / 32; // head dims per lane\n";
   os << "constexpr bool ROPE = " << (rope ? "true" : "false")
      << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
@@ -54,56 +58,65 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
 
 llvm::Expected<CudaKernel> emitDecodeAttention(Operation *op,
                                                const CodegenOptions &opts) {
-  auto q = cast<RankedTensorType>(op->getOperand(0).getType());
-  if (q.getDimSize(0) != 1)
-    return llvm::createStringError(
-        "the decode attention template takes one new token");
   auto shape = attentionShape(op);
   if (!shape)
     return shape.takeError();
   int64_t heads = shape->heads, dh = shape->dh;
   // Enough warps that one thread per head dimension can merge them.
   int warps = std::max<int>(opts.attentionWarps, int((dh + 31) / 32));
-  int64_t splits =
-      opts.kvSplits > 0
-          ? opts.kvSplits
-          : std::clamp<int64_t>((2 * opts.smCount + heads - 1) / heads, 1, 16);
 
   CudaKernel k = kernelFor(op);
   k.params = {{ParamKind::Activation, "q"},
               {ParamKind::KCache, "k_cache"},
               {ParamKind::VCache, "v_cache"},
               {ParamKind::BlockTable, "block_table"},
+              {ParamKind::RowSequence, "seqs"},
               {ParamKind::Positions, "positions"},
+              {ParamKind::Count, "count"},
               {ParamKind::Activation, "out"},
               {ParamKind::Workspace, "workspace"},
               {ParamKind::Counters, "counters"}};
-  k.grid = {heads, splits, 1};
+  // Key splits: --kernel-options kv-splits, else enough blocks of all the
+  // rows' heads to fill the GPU twice (fewer splits for larger batches).
+  k.grid = {heads, std::max(opts.kvSplits, 1), 1};
+  if (opts.kvSplits <= 0)
+    k.fillBlocks = 2 * opts.smCount;
+  k.rowAxis = 2;
   k.blockThreads = 32 * warps;
-  k.workspaceFloats = heads * splits * (dh + 2);
-  k.counters = heads;
+  k.workspacePerBlock = dh + 2;
+  k.countersPerBlock = 1;
 
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
   os << shape->header;
-  os << "constexpr int WARPS = " << warps << ", SPLITS = " << splits << "; // "
-     << splits << " key splits\n";
+  os << "constexpr int WARPS = " << warps << ";\n";
   os << R"cuda(
-// q [1, H*DH] f16, k_cache/v_cache: this layer's keys and values in the pool
-// ([slot, KVH*DH] f16), out [1, H*DH] f16, workspace [H, SPLITS, DH + 2]
-// f32, counters [H] u32 (zero between launches).
-// grid (H, SPLITS), block (32 * WARPS)
+// q [rows, H*DH] f16, k_cache/v_cache: this layer's keys and values in the
+// pool ([slot, KVH*DH] f16), block_table [sequences, TABLE_BLOCKS] i32, seqs
+// [rows] i32, positions [rows] i32, count [1] i32, out [rows, H*DH] f16,
+// workspace [rows, H, splits, DH + 2] f32, counters [rows, H] u32 (zero
+// between launches).
+// grid (H, splits, rows), block (32 * WARPS)
 extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
      << k.entry << R"cuda((
     const __half *__restrict__ q, const __half *__restrict__ k_cache,
     const __half *__restrict__ v_cache, const int *__restrict__ block_table,
-    const int *__restrict__ positions, __half *__restrict__ out,
+    const int *__restrict__ seqs, const int *__restrict__ positions,
+    const int *__restrict__ count, __half *__restrict__ out,
     float *__restrict__ workspace, unsigned *__restrict__ counters) {
   __shared__ float sm_m[WARPS], sm_l[WARPS], sm_acc[WARPS][DH];
   __shared__ bool last;
   const int h = blockIdx.x, split = blockIdx.y, g = h / GROUP;
+  const int row = blockIdx.z, SPLITS = gridDim.y;
+  if (row >= count[0])
+    return; // padding: the whole block leaves together
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int pos = positions[0], keys = pos + 1;
+  const int pos = positions[row], keys = pos + 1;
+  const int *table = block_table + (long long)seqs[row] * TABLE_BLOCKS;
+  q += (long long)row * (H * DH);
+  out += (long long)row * (H * DH);
+  workspace += (long long)row * H * SPLITS * (DH + 2);
+  counters += (long long)row * H;
   const int chunk = (keys + SPLITS - 1) / SPLITS;
   const int begin = split * chunk, end = min(keys, begin + chunk);
 
@@ -128,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
     acc[e] = 0.0f;
   for (int t = begin + warp; t < end; t += WARPS) {
     const long long base =
-        kiln_slot(block_table, t, BLOCK_SIZE) * (KVH * DH) + g * DH;
+        kiln_slot(table, t, BLOCK_SIZE) * (KVH * DH) + g * DH;
     // This lane's DPL dims of the key and the value, in one load each when
     // 32 lanes cover the head exactly.
     float kf[DPL], vf[DPL];
@@ -179,7 +192,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
     if (d < DH)
       A += sm_acc[w][d] * weight;
   }
-  if constexpr (SPLITS == 1) {
+  if (SPLITS == 1) {
     if (d < DH)
       out[h * DH + d] = __float2half(A / L);
     return;

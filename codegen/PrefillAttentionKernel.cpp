@@ -9,7 +9,8 @@
 // updates the row's online softmax (running max m, sum l, weighted values
 // acc in fp32, a lane per DPL head dims). The keys come from the pool, so
 // a prompt continued from an earlier prefill (a chunk) sees its history.
-// Padding rows (at and past count) are skipped.
+// Padding rows (at and past count) are skipped. A prefill's rows are all
+// one sequence (that of row 0): a block stages one table's keys.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -37,6 +38,7 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
               {ParamKind::KCache, "k_cache"},
               {ParamKind::VCache, "v_cache"},
               {ParamKind::BlockTable, "block_table"},
+              {ParamKind::RowSequence, "seqs"},
               {ParamKind::Positions, "positions"},
               {ParamKind::Count, "count"},
               {ParamKind::Activation, "out"}};
@@ -69,15 +71,16 @@ __device__ __forceinline__ void kiln_copy(__half2 *dst, const __half *src) {
 }
 
 // q [S, H*DH] f16, k_cache/v_cache: this layer's keys and values in the pool
-// ([slot, KVH*DH] f16), block_table [blocks] i32, positions [S] i32,
-// count [1] i32, out [S, H*DH] f16.
+// ([slot, KVH*DH] f16), block_table [sequences, TABLE_BLOCKS] i32, seqs
+// [S] i32 (all the same sequence), positions [S] i32, count [1] i32, out
+// [S, H*DH] f16.
 // grid (ceil(S / QROWS), H), block (32 * WARPS)
 extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
      << k.entry << R"cuda((
     const __half *__restrict__ q, const __half *__restrict__ k_cache,
     const __half *__restrict__ v_cache, const int *__restrict__ block_table,
-    const int *__restrict__ positions, const int *__restrict__ count,
-    __half *__restrict__ out) {
+    const int *__restrict__ seqs, const int *__restrict__ positions,
+    const int *__restrict__ count, __half *__restrict__ out) {
   __shared__ float qs[QROWS][DH];            // the tile's queries, f32
   __shared__ __half ks[TILE][DH + 2];        // keys; the odd word stride
                                              // spreads lanes over banks
@@ -88,6 +91,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
   const int row0 = blockIdx.x * QROWS;
   if (row0 >= n)
     return; // all padding: the whole block leaves together
+  const int *table = block_table + (long long)seqs[0] * TABLE_BLOCKS;
 
   for (int i = threadIdx.x; i < QROWS * DH; i += blockDim.x) {
     const int r = i / DH, d = i % DH, row = row0 + r;
@@ -129,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
       __half2 kv[LOAD / 2], vv[LOAD / 2];
       if (t <= last) {
         const long long at =
-            kiln_slot(block_table, t, BLOCK_SIZE) * (KVH * DH) + g * DH + d;
+            kiln_slot(table, t, BLOCK_SIZE) * (KVH * DH) + g * DH + d;
         kiln_copy<LOAD>(kv, k_cache + at);
         kiln_copy<LOAD>(vv, v_cache + at);
       } else {

@@ -3,6 +3,7 @@
 #include "ir/KilnDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -177,11 +178,22 @@ CudaKernel kernelFor(mlir::Operation *op) {
   return k;
 }
 
-int64_t poolBlockSize(mlir::Operation *op) {
+std::string poolConstants(mlir::Operation *op) {
   auto module = op->getParentOfType<mlir::ModuleOp>();
   auto pool =
       module ? module->getAttrOfType<KVPoolAttr>("kiln.kv_pool") : KVPoolAttr();
-  return pool ? pool.getBlockSize() : 16;
+  int64_t blockSize = 16, tableBlocks = 0;
+  if (pool) {
+    blockSize = pool.getBlockSize();
+    tableBlocks = pool.getTableBlocks();
+  } else if (auto fn = op->getParentOfType<mlir::FunctionOpInterface>()) {
+    for (mlir::Type t : fn.getArgumentTypes())
+      if (auto cache = mlir::dyn_cast<KVCacheType>(t))
+        tableBlocks = (cache.getCapacity() + blockSize - 1) / blockSize;
+  }
+  return "constexpr int BLOCK_SIZE = " + std::to_string(blockSize) +
+         ", TABLE_BLOCKS = " + std::to_string(tableBlocks) +
+         "; // tokens per block, blocks per sequence\n";
 }
 
 llvm::Error requireF16(mlir::Type element) {

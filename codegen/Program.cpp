@@ -5,11 +5,38 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 
 namespace kiln {
 namespace {
+
+/// The region of a step input or scratch parameter.
+Region regionOf(ParamKind kind) {
+  switch (kind) {
+  case ParamKind::BlockTable:
+    return Region::BlockTable;
+  case ParamKind::Positions:
+    return Region::Positions;
+  case ParamKind::Tokens:
+    return Region::Tokens;
+  case ParamKind::Workspace:
+    return Region::Workspace;
+  case ParamKind::Counters:
+    return Region::Counters;
+  case ParamKind::Count:
+    return Region::Count;
+  case ParamKind::Sampling:
+    return Region::Sampling;
+  case ParamKind::History:
+    return Region::History;
+  case ParamKind::RowSequence:
+    return Region::RowSequence;
+  default: // activations, weights and caches are bound by the op
+    return Region::Arena;
+  }
+}
 
 struct Binder {
   KVPoolAttr pool;
@@ -68,8 +95,12 @@ public:
                 const std::vector<CudaKernel> &kernels)
       : p(p), b{pool, ""}, index(index), kernels(kernels) {}
 
+  /// The launches of `fn` for `tokens` rows: one sequence's (a prefill or
+  /// decode), or with `batch` one token each of `tokens` sequences (from
+  /// @prefill, with the batched decode attention).
   llvm::Expected<std::vector<Launch>> build(func::FuncOp fn, int64_t tokens,
-                                            int64_t &logits) {
+                                            int64_t &logits,
+                                            bool batch = false) {
     std::vector<Launch> out;
     for (Operation &op : fn.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -79,6 +110,8 @@ public:
       if (!isKernel(&op))
         continue;
       std::string kernel = op.getAttrOfType<StringAttr>("kiln.kernel").str();
+      if (batch && isa<AttentionOp>(op))
+        kernel += kBatchSuffix;
       const CudaKernel &k = kernels[index.lookup(kernel)];
       std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
       if (k.afterGemm) {
@@ -95,6 +128,10 @@ public:
       }
       Launch l{index.lookup(kernel), name, k.gridFor(tokens), k.blockThreads,
                arguments(op, k)};
+      int64_t blocks = l.grid[0] * l.grid[1] * l.grid[2];
+      p.workspaceFloats =
+          std::max(p.workspaceFloats, blocks * k.workspacePerBlock);
+      p.counters = std::max(p.counters, blocks * k.countersPerBlock);
       if (!b.error.empty())
         return llvm::createStringError(b.error);
       if (l.args.size() != k.params.size())
@@ -103,16 +140,20 @@ public:
             " arguments, the op gives " + std::to_string(l.args.size()));
       out.push_back(std::move(l));
     }
-    // Sampling on the device, after the logits.
+    // Sampling on the device, after the logits: the last row of a prefill,
+    // every row of a batch.
     const CudaKernel &sample = kernels[index.lookup("sampling.sample")];
-    out.push_back({index.lookup("sampling.sample"),
-                   "sampling.sample",
-                   sample.grid,
-                   sample.blockThreads,
-                   {Argument(Region::Arena, logits), Argument(Region::Count),
-                    Argument(Region::Sampling), Argument(Region::Tokens),
-                    Argument(Region::History), Argument(Region::Workspace),
-                    Argument(Region::Sampled)}});
+    Launch l{index.lookup("sampling.sample"),
+             "sampling.sample",
+             {batch ? tokens : 1, 1, 1},
+             sample.blockThreads,
+             {Argument(Region::Arena, logits), Argument(Region::Count),
+              Argument(Region::Sampling), Argument(Region::Tokens),
+              Argument(Region::RowSequence), Argument(Region::History),
+              Argument(Region::Workspace), Argument(Region::Sampled)}};
+    p.workspaceFloats =
+        std::max(p.workspaceFloats, l.grid[0] * sample.workspacePerBlock);
+    out.push_back(std::move(l));
     return out;
   }
 
@@ -127,6 +168,7 @@ private:
       args.insert(args.end(), {b.cache(qkv.getLayer(), false),
                                b.cache(qkv.getLayer(), true),
                                {Region::BlockTable},
+                               {Region::RowSequence},
                                {Region::Positions}});
       if (k.afterGemm)
         args.push_back({Region::Count});
@@ -138,16 +180,23 @@ private:
                   " must read its keys and values from one kiln.kv_read";
         return {};
       }
-      args = {b.bind(att.getQuery()),
-              b.cache(read.getLayer(), false),
-              b.cache(read.getLayer(), true),
-              {Region::BlockTable},
-              {Region::Positions}};
-      if (k.rowAxis >= 0) // prefill
-        args.push_back({Region::Count});
-      args.push_back(b.bind(att.getResult()));
-      if (k.rowAxis < 0) // decode's split-KV scratch
-        args.insert(args.end(), {{Region::Workspace}, {Region::Counters}});
+      // Both templates: q and out, the layer's cache, and step inputs.
+      bool query = true;
+      for (const KernelParam &param : k.params) {
+        switch (param.kind) {
+        case ParamKind::Activation:
+          args.push_back(b.bind(query ? att.getQuery() : att.getResult()));
+          query = false;
+          break;
+        case ParamKind::KCache:
+        case ParamKind::VCache:
+          args.push_back(
+              b.cache(read.getLayer(), param.kind == ParamKind::VCache));
+          break;
+        default:
+          args.push_back({regionOf(param.kind)});
+        }
+      }
     } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
       args = {b.bind(emb.getTokens()), b.bind(emb.getTable()),
               b.bind(emb.getResult())};
@@ -205,6 +254,15 @@ std::vector<int64_t> prefillBuckets(const CodegenOptions &opts,
   return buckets;
 }
 
+std::vector<int64_t> batchBuckets(int64_t sequences) {
+  std::vector<int64_t> buckets;
+  for (int64_t b = 2; b < sequences; b *= 2)
+    buckets.push_back(b);
+  if (sequences > 1)
+    buckets.push_back(sequences);
+  return buckets;
+}
+
 llvm::Expected<Program> buildProgram(ModuleOp module,
                                      const CodegenOptions &opts) {
   auto prefill = module.lookupSymbol<func::FuncOp>("prefill");
@@ -232,6 +290,28 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   auto maxTokens = prefill->getAttrOfType<IntegerAttr>("kiln.arena_tokens");
   if (!pool || !arenaOf(prefill) || !arenaOf(decode) || !maxTokens)
     return missing();
+  // Batched decode: @prefill's attention ops, a row per sequence.
+  if (pool.getSequences() > 1) {
+    llvm::StringSet<> seen;
+    std::optional<llvm::Error> error;
+    prefill.walk([&](AttentionOp op) {
+      std::string name =
+          op->getAttrOfType<StringAttr>("kiln.kernel").str() + kBatchSuffix;
+      if (error || !seen.insert(name).second)
+        return;
+      auto k = emitDecodeAttention(op, opts);
+      if (!k) {
+        error = k.takeError();
+        return;
+      }
+      k->kernel = name;
+      k->entry = entryName(name);
+      k->provenance = op->getAttrOfType<StringAttr>("kiln.name").str();
+      kernels.push_back(std::move(*k));
+    });
+    if (error)
+      return std::move(*error);
+  }
   auto vocab = cast<RankedTensorType>(decode.getResultTypes()[0]);
   kernels.push_back(emitSampler(vocab.getDimSize(1)));
 
@@ -244,6 +324,14 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   p.poolBytes = pool.getBytes();
   p.poolBlocks = pool.getBlocks();
   p.blockSize = pool.getBlockSize();
+  p.sequences = pool.getSequences();
+  p.tableBlocks = pool.getTableBlocks();
+  if (p.sequences > maxTokens.getInt())
+    return llvm::createStringError(
+        "a batch of " + std::to_string(p.sequences) +
+        " sequences does not fit the arena's " +
+        std::to_string(maxTokens.getInt()) +
+        " rows: raise --prefill-tokens or lower --max-batch");
   llvm::StringMap<int> index;
   for (const CudaKernel &k : kernels) {
     index[k.kernel] = int(p.kernels.size());
@@ -265,6 +353,12 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
     if (!launches)
       return launches.takeError();
     p.prefill.push_back({tokens, std::move(*launches)});
+  }
+  for (int64_t rows : batchBuckets(p.sequences)) {
+    auto launches = builder.build(prefill, rows, p.prefillLogits, true);
+    if (!launches)
+      return launches.takeError();
+    p.batches.push_back({rows, std::move(*launches)});
   }
   return p;
 }

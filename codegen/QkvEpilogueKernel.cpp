@@ -29,6 +29,7 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
               {ParamKind::KCache, "k_cache"},
               {ParamKind::VCache, "v_cache"},
               {ParamKind::BlockTable, "block_table"},
+              {ParamKind::RowSequence, "seqs"},
               {ParamKind::Positions, "positions"},
               {ParamKind::Count, "count"},
               {ParamKind::Activation, "q"}};
@@ -40,21 +41,24 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
              R"cuda(
 // x [S, K] f16 (the GEMM's input), c [S, N] f32 (its output), k_cache/v_cache:
 // this layer's keys and values in the pool, slot-major [slot, KVW] f16;
-// positions [S] i32, count [1] i32, q [S, QW] f16.
+// block_table [sequences, TABLE_BLOCKS] i32, seqs [S] i32 (each row's
+// sequence), positions [S] i32, count [1] i32, q [S, QW] f16.
 // grid (S), block (THREADS): a block per token, a thread per task
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
              k.entry + R"cuda((
     const __half *__restrict__ x, const float *__restrict__ c,
     __half *__restrict__ k_cache, __half *__restrict__ v_cache,
-    const int *__restrict__ block_table, const int *__restrict__ positions,
-    const int *__restrict__ count, __half *__restrict__ q) {
+    const int *__restrict__ block_table, const int *__restrict__ seqs,
+    const int *__restrict__ positions, const int *__restrict__ count,
+    __half *__restrict__ q) {
   const long long row = blockIdx.x;
   if (row >= count[0])
     return; // padding: the whole block leaves together
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x + row * K, EPS);
   const float *c_row = c + row * N;
   const int pos = positions[row];
-  const long long slot = kiln_slot(block_table, pos, BLOCK_SIZE) * KVW;
+  const int *table = block_table + (long long)seqs[row] * TABLE_BLOCKS;
+  const long long slot = kiln_slot(table, pos, BLOCK_SIZE) * KVW;
   auto value = [&](int col) { return scale * c_row[col]; };
   for (int task = threadIdx.x; task < TASKS; task += THREADS)
     kiln_qkv_task(task, pos, slot, value, true, q + row * QW, k_cache,

@@ -50,8 +50,8 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
      << ", VEC = " << vectorWidth(s.k, opts.maxVectorWidth) << ";\n";
   os << "constexpr int QW = " << qw << ", KVW = " << kvw
      << ", DH = " << cache.getHeadDim() << ", K_TASKS = " << kTasks
-     << ", TASKS = " << s.tasks << ", BLOCK_SIZE = " << poolBlockSize(op)
-     << ";\n";
+     << ", TASKS = " << s.tasks << ";\n"
+     << poolConstants(op);
   os << "constexpr bool NORM = " << (eps ? "true" : "false")
      << ", ROPE = " << (rope ? "true" : "false")
      << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
@@ -112,6 +112,7 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
               {ParamKind::KCache, "k_cache"},
               {ParamKind::VCache, "v_cache"},
               {ParamKind::BlockTable, "block_table"},
+              {ParamKind::RowSequence, "seqs"},
               {ParamKind::Positions, "positions"},
               {ParamKind::Activation, "q"}};
   k.grid = {(shape->tasks + warps - 1) / warps, 1, 1};
@@ -120,21 +121,24 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
              "constexpr int WARPS = " + std::to_string(warps) + ";\n" +
              R"cuda(
 // x [1, K] f16, w [N = QW + 2 KVW, K] f16, k_cache/v_cache: this layer's
-// keys and values in the pool, slot-major [slot, KVW] f16; q [1, QW] f16.
+// keys and values in the pool, slot-major [slot, KVW] f16; block_table
+// [sequences, TABLE_BLOCKS] i32, seqs [1] i32, positions [1] i32; q [1, QW]
+// f16.
 // grid (ceil(TASKS / WARPS)), block (32 * WARPS): a warp per task
 extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda" +
              k.entry + R"cuda((
     const __half *__restrict__ x, const __half *__restrict__ w,
     __half *__restrict__ k_cache, __half *__restrict__ v_cache,
-    const int *__restrict__ block_table, const int *__restrict__ positions,
-    __half *__restrict__ q) {
+    const int *__restrict__ block_table, const int *__restrict__ seqs,
+    const int *__restrict__ positions, __half *__restrict__ q) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x, EPS);
   const int task = blockIdx.x * WARPS + warp;
   if (task >= TASKS)
     return;
   const int pos = positions[0];
-  const long long slot = kiln_slot(block_table, pos, BLOCK_SIZE) * KVW;
+  const int *table = block_table + (long long)seqs[0] * TABLE_BLOCKS;
+  const long long slot = kiln_slot(table, pos, BLOCK_SIZE) * KVW;
   // Every lane takes part in each dot product; lane 0 stores.
   auto value = [&](int col) {
     return scale * kiln_warp_dot<K, VEC>(w + (long long)col * K, x, lane);

@@ -1,8 +1,9 @@
 //===- SampleKernel.cpp - sampling on the device --------------------------===//
 //
-// The last launch of every step: the next token from the logits of the
-// step's last row (row count - 1), written where the next step reads its
-// token. One block. The rule (runtime/Sampling.h has the same on the host):
+// The last launch of every step: the next token of each sequence the step
+// ran. A prefill (grid 1) samples from the logits of its last row (row
+// count - 1); a batched decode (grid rows) samples every row, block b row b.
+// Each sequence has its own parameters and history (by seqs[row]). The rule (runtime/Sampling.h has the same on the host):
 //
 // - penalties first, on the tokens this sequence has seen (the history the
 //   kernel keeps: repetition, presence, frequency);
@@ -33,11 +34,11 @@ CudaKernel emitSampler(int64_t vocab) {
   k.params = {
       {ParamKind::Activation, "logits"}, {ParamKind::Count, "count"},
       {ParamKind::Sampling, "params"},   {ParamKind::Tokens, "tokens"},
-      {ParamKind::History, "history"},   {ParamKind::Workspace, "scratch"},
-      {ParamKind::Tokens, "token"}};
+      {ParamKind::RowSequence, "seqs"},  {ParamKind::History, "history"},
+      {ParamKind::Workspace, "scratch"}, {ParamKind::Tokens, "token"}};
   k.grid = {1, 1, 1};
   k.blockThreads = threads;
-  k.workspaceFloats = 2 * vocab;
+  k.workspacePerBlock = 2 * vocab;
   k.source = cudaPrelude() + "\n// kernel " + k.kernel + ": sampling from " +
              std::to_string(vocab) +
              " logits\nconstexpr int V = " + std::to_string(vocab) +
@@ -69,28 +70,38 @@ __device__ __forceinline__ unsigned kiln_hash(unsigned x) {
   return x;
 }
 
-// logits [count, V] f32, count [1] i32, params [1], tokens [count] i32 (the
-// step's input tokens), history [V] i32 (how often each token was seen in
-// this sequence), scratch [2, V] f32, token [1] i32; grid (1), block
-// (THREADS)
-extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
+// logits [rows, V] f32, count [1] i32, params [sequences], tokens [rows]
+// i32 (the step's input tokens), seqs [rows] i32, history [sequences, V]
+// i32 (how often each sequence has seen each token), scratch [grid, 2, V]
+// f32, token [grid] i32 (the tokens chosen); grid (1) for a prefill, (rows)
+// for a batch; block (THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
              k.entry + R"cuda((
     const float *__restrict__ all_logits, const int *__restrict__ count,
     const KilnSampling *__restrict__ params, const int *__restrict__ tokens,
-    int *__restrict__ history, float *__restrict__ work,
-    int *__restrict__ token) {
+    const int *__restrict__ seqs, int *__restrict__ history,
+    float *__restrict__ work, int *__restrict__ all_tokens) {
   __shared__ unsigned long long best[THREADS];
   __shared__ float scratch[32], chunk_mass[THREADS];
-  const float *row = all_logits + (long long)(count[0] - 1) * V;
-  float *logits = work, *probs = work + V; // penalized logits, p
+  const int b = blockIdx.x, n = count[0];
+  if (b >= n)
+    return; // a padding row of a batch
+  // A prefill's tokens are rows 0 .. n-1 and it samples the last; a
+  // batch's row b is a token of its own.
+  const bool prefill = gridDim.x == 1;
+  const int at = prefill ? n - 1 : b, first = prefill ? 0 : b;
+  const float *row = all_logits + (long long)at * V;
+  float *logits = work + (long long)b * 2 * V, *probs = logits + V;
+  int *const token = all_tokens + b;
   const int t = threadIdx.x;
-  const KilnSampling s = *params;
+  const KilnSampling s = params[seqs[at]];
+  history += (long long)seqs[at] * V;
 
   // The step's tokens are seen now (a sampled token counts once it is fed
   // back), then the penalties: repetition (CTRL's: divide a positive logit,
   // multiply a negative one), presence and frequency (subtracted). At their
   // defaults (1, 0, 0) they leave every logit as it is.
-  for (int j = t; j < count[0]; j += THREADS)
+  for (int j = first + t; j <= at; j += THREADS)
     atomicAdd(&history[tokens[j]], 1);
   __syncthreads();
   for (int i = t; i < V; i += THREADS) {

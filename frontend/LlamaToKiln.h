@@ -27,6 +27,10 @@ struct FrontendOptions {
   bool decomposeSoftmax = false;
   /// The largest prefill the plans hold (kiln-plan-buffers' prefill-tokens).
   int64_t prefillTokens = 2048;
+  /// Sequences that run at once, and tokens per sequence (0: the model's
+  /// context): the KV pool holds them all (kiln-plan-kv-pool's max-batch
+  /// and max-context).
+  int64_t maxBatch = 1, maxContext = 0;
 };
 
 /// Builds the module: `func.func @prefill` (a run of S new tokens, S

@@ -31,15 +31,19 @@ def Kiln_KVPoolAttr : AttrDef<Kiln_Dialect, "KVPool"> {
     bytes. Layer `l` keeps its keys at `l * layer_bytes` and its values
     `blocks * block_bytes` after them. A sequence owns whole blocks through
     its block table, and block `b` of the table is block `b` in every
-    layer, so one table serves all layers.
+    layer, so one table serves all layers. The tables of all sequences are
+    one `[sequences][table_blocks]` i32 array: up to `sequences` sequences
+    run at once (the batch), each of up to `table_blocks * block_size`
+    tokens.
 
     ```mlir
-    module attributes {kiln.kv_pool = #kiln.kv_pool<block_size = 16, blocks = 256, block_bytes = 4096, layer_bytes = 2097152, bytes = 67108864>}
+    module attributes {kiln.kv_pool = #kiln.kv_pool<block_size = 16, blocks = 256, block_bytes = 4096, layer_bytes = 2097152, bytes = 67108864, sequences = 1, table_blocks = 256>}
     ```
   }];
   let parameters = (ins "int64_t":$block_size, "int64_t":$blocks,
                         "int64_t":$block_bytes, "int64_t":$layer_bytes,
-                        "int64_t":$bytes);
+                        "int64_t":$bytes, "int64_t":$sequences,
+                        "int64_t":$table_blocks);
   let assemblyFormat = "`<` struct(params) `>`";
 }
 

@@ -29,6 +29,9 @@ struct PipelineOptions {
   /// Tokens of the largest prefill the arena holds (capped at the context);
   /// longer prompts run in chunks of it.
   int64_t prefillTokens = 2048;
+  /// Sequences that run at once, and tokens per sequence (0: the model's
+  /// context): what the KV pool holds.
+  int64_t maxBatch = 1, maxContext = 0;
 };
 
 /// The default pipeline, step by step: every fusion in the order they

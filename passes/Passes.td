@@ -121,7 +121,9 @@ def KilnPlanKVPool : Pass<"kiln-plan-kv-pool", "::mlir::ModuleOp"> {
     batch and context, or from a memory budget, and records it as the
     module's `kiln.kv_pool` attribute (#kiln.kv_pool). Sequences take whole
     blocks through a block table, so the waste per sequence is under one
-    block. `kiln-opt -kiln-test-print-kv-plan` prints the plan.
+    block; the tables of the `max-batch` sequences that run at once are one
+    `[sequences][table_blocks]` array. `kiln-opt -kiln-test-print-kv-plan`
+    prints the plan.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", "16",

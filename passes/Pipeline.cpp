@@ -23,7 +23,11 @@ std::vector<PipelineStage> kilnPipelineStages(const PipelineOptions &opts) {
   // RoPE into the kv write before the write moves into the QKV matmul.
   // Names and plans last, on the final kernels.
   KilnPlanBuffersOptions buffers;
-  buffers.prefillTokens = opts.prefillTokens;
+  // The arena holds a batched decode's rows too.
+  buffers.prefillTokens = std::max(opts.prefillTokens, opts.maxBatch);
+  KilnPlanKVPoolOptions pool;
+  pool.maxBatch = opts.maxBatch;
+  pool.maxContext = opts.maxContext;
   return {
       onFunctions("kiln-fuse-rmsnorm-matmul", createKilnFuseRMSNormMatmul),
       onFunctions("kiln-fuse-swiglu", createKilnFuseSwiGLU),
@@ -33,7 +37,9 @@ std::vector<PipelineStage> kilnPipelineStages(const PipelineOptions &opts) {
       onFunctions("kiln-fuse-kv-write", createKilnFuseKVWrite),
       onFunctions("kiln-name-kernels", createKilnNameKernels),
       {"kiln-plan-kv-pool",
-       [](mlir::OpPassManager &pm) { pm.addPass(createKilnPlanKVPool()); }},
+       [pool](mlir::OpPassManager &pm) {
+         pm.addPass(createKilnPlanKVPool(pool));
+       }},
       {"kiln-plan-buffers",
        [buffers](mlir::OpPassManager &pm) {
          pm.addPass(createKilnPlanBuffers(buffers));

@@ -57,9 +57,9 @@ struct KilnPlanKVPool : kiln::impl::KilnPlanKVPoolBase<KilnPlanKVPool> {
     // One block of every layer's keys and values: what one more block of
     // table entries costs.
     int64_t blockAllLayers = 2 * cache.getLayers() * blockBytes;
-    int64_t blocks = memoryBudget > 0
-                         ? memoryBudget / blockAllLayers
-                         : maxBatch * ((context + blockSize - 1) / blockSize);
+    int64_t tableBlocks = (context + blockSize - 1) / blockSize;
+    int64_t blocks = memoryBudget > 0 ? memoryBudget / blockAllLayers
+                                      : maxBatch * tableBlocks;
     if (blocks == 0) {
       module.emitError() << "kiln-plan-kv-pool: a memory budget of "
                          << int64_t(memoryBudget)
@@ -72,7 +72,8 @@ struct KilnPlanKVPool : kiln::impl::KilnPlanKVPoolBase<KilnPlanKVPool> {
     module->setAttr("kiln.kv_pool",
                     KVPoolAttr::get(&getContext(), blockSize, blocks,
                                     blockBytes, layerBytes,
-                                    layerBytes * cache.getLayers()));
+                                    layerBytes * cache.getLayers(), maxBatch,
+                                    tableBlocks));
   }
 };
 

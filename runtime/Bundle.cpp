@@ -24,7 +24,8 @@ const std::map<Region, std::string> &regionNames() {
       {Region::Positions, "positions"}, {Region::BlockTable, "block_table"},
       {Region::Workspace, "workspace"}, {Region::Counters, "counters"},
       {Region::Sampled, "sampled"},     {Region::Count, "count"},
-      {Region::Sampling, "sampling"},   {Region::History, "history"}};
+      {Region::Sampling, "sampling"},   {Region::History, "history"},
+      {Region::RowSequence, "row_sequence"}};
   return names;
 }
 
@@ -82,13 +83,16 @@ Json programJson(const Bundle &b) {
   }
   for (const Launch &l : p.decode)
     launches.push_back(launchJson(l));
-  Json buckets = Json::array();
-  for (const PrefillPlan &plan : p.prefill) {
-    Json list = Json::array();
-    for (const Launch &l : plan.launches)
-      list.push_back(launchJson(l));
-    buckets.push_back({{"tokens", plan.tokens}, {"launches", list}});
-  }
+  auto plansJson = [](const std::vector<StepPlan> &plans) {
+    Json buckets = Json::array();
+    for (const StepPlan &plan : plans) {
+      Json list = Json::array();
+      for (const Launch &l : plan.launches)
+        list.push_back(launchJson(l));
+      buckets.push_back({{"rows", plan.rows}, {"launches", list}});
+    }
+    return buckets;
+  };
   return {
       {"model", b.model},
       {"config", configJson(b.config)},
@@ -98,13 +102,18 @@ Json programJson(const Bundle &b) {
       {"pool",
        {{"bytes", p.poolBytes},
         {"blocks", p.poolBlocks},
-        {"block_size", p.blockSize}}},
+        {"block_size", p.blockSize},
+        {"sequences", p.sequences},
+        {"table_blocks", p.tableBlocks}}},
       {"workspace_floats", p.workspaceFloats},
       {"counters", p.counters},
       {"kernels", kernels},
       {"weights", weights},
       {"decode", {{"logits_offset", p.decodeLogits}, {"launches", launches}}},
-      {"prefill", {{"logits_offset", p.prefillLogits}, {"buckets", buckets}}}};
+      {"prefill",
+       {{"logits_offset", p.prefillLogits},
+        {"buckets", plansJson(p.prefill)}}},
+      {"batches", plansJson(p.batches)}};
 }
 
 /// One launch, every reference inside it checked against the Program so far
@@ -211,6 +220,16 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   p.poolBytes = j.at("pool").at("bytes").get<int64_t>();
   p.poolBlocks = j.at("pool").at("blocks").get<int64_t>();
   p.blockSize = j.at("pool").at("block_size").get<int64_t>();
+  p.sequences = j.at("pool").at("sequences").get<int64_t>();
+  p.tableBlocks = j.at("pool").at("table_blocks").get<int64_t>();
+  // Each sequence's table covers its context; the tables fit in memory.
+  if (p.blockSize <= 0 || p.sequences <= 0 || p.sequences > 1024 ||
+      p.tableBlocks * p.blockSize < p.maxPositions ||
+      p.tableBlocks > (int64_t(1) << 24))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the KV pool's tables (", p.sequences, " sequences of ",
+        p.tableBlocks, " blocks of ", p.blockSize,
+        " tokens) do not cover max_positions ", p.maxPositions));
   p.workspaceFloats = j.at("workspace_floats").get<int64_t>();
   p.counters = j.at("counters").get<int64_t>();
   for (const Json &k : j.at("kernels"))
@@ -237,27 +256,41 @@ absl::Status readProgram(const Json &j, Bundle &b) {
     p.decode.push_back(std::move(*launch));
   }
   p.prefillLogits = j.at("prefill").at("logits_offset").get<int64_t>();
-  for (const Json &bucket : j.at("prefill").at("buckets")) {
-    PrefillPlan plan{bucket.at("tokens").get<int64_t>(), {}};
-    if (plan.tokens <= 0 || plan.tokens > p.maxPositions ||
-        (!p.prefill.empty() && plan.tokens <= p.prefill.back().tokens))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "prefill bucket of ", plan.tokens,
-          " tokens: buckets must grow and stay within max_positions"));
-    for (const Json &l : bucket.at("launches")) {
-      auto launch = readLaunch(l, p, weightNames);
-      if (!launch.ok())
-        return launch.status();
-      if (launch->kernel == kGemm && launch->gemm.m != plan.tokens)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "launch ", launch->name, " multiplies ", launch->gemm.m,
-            " rows in the bucket of ", plan.tokens, " tokens"));
-      plan.launches.push_back(std::move(*launch));
+  // Buckets of growing rows, each launch sized for its bucket.
+  auto readPlans = [&](const Json &buckets, const char *what, int64_t most,
+                       std::vector<StepPlan> &plans) -> absl::Status {
+    for (const Json &bucket : buckets) {
+      StepPlan plan{bucket.at("rows").get<int64_t>(), {}};
+      if (plan.rows <= 0 || plan.rows > most ||
+          (!plans.empty() && plan.rows <= plans.back().rows))
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " bucket of ", plan.rows, " rows: buckets must ",
+                         "grow and stay within ", most));
+      for (const Json &l : bucket.at("launches")) {
+        auto launch = readLaunch(l, p, weightNames);
+        if (!launch.ok())
+          return launch.status();
+        if (launch->kernel == kGemm && launch->gemm.m != plan.rows)
+          return absl::InvalidArgumentError(absl::StrCat(
+              "launch ", launch->name, " multiplies ", launch->gemm.m,
+              " rows in the ", what, " bucket of ", plan.rows, " rows"));
+        plan.launches.push_back(std::move(*launch));
+      }
+      plans.push_back(std::move(plan));
     }
-    p.prefill.push_back(std::move(plan));
-  }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = readPlans(j.at("prefill").at("buckets"), "prefill",
+                                 p.maxPositions, p.prefill);
+      !s.ok())
+    return s;
   if (p.prefill.empty())
     return absl::InvalidArgumentError("the program has no prefill bucket");
+  if (absl::Status s =
+          readPlans(j.at("batches"), "batch",
+                    std::min(p.sequences, p.prefill.back().rows), p.batches);
+      !s.ok())
+    return s;
   return absl::OkStatus();
 }
 

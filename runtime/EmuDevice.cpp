@@ -30,12 +30,9 @@ EmuDevice::create(Program program, const WeightProvider &weights) {
   }
   dev->arena_.assign(p.arenaBytes, 0);
   dev->pool_.assign(p.poolBytes, 0);
-  // One sequence: its block table is the pool in order.
-  for (int64_t b = 0; b < p.poolBlocks; ++b)
-    dev->blockTable_.push_back(int32_t(b));
   dev->workspace_.assign(p.workspaceFloats, 0.0f);
   dev->counters_.assign(p.counters, 0);
-  dev->history_.assign(p.vocab, 0);
+  dev->history_.assign(p.sequences * p.vocab, 0);
   return dev;
 }
 
@@ -52,17 +49,19 @@ void *EmuDevice::address(const Argument &a) {
   case Region::Positions:
     return positions_.data();
   case Region::BlockTable:
-    return blockTable_.data();
+    return tables_.data();
+  case Region::RowSequence:
+    return rowSeqs_.data();
   case Region::Workspace:
     return workspace_.data();
   case Region::Counters:
     return counters_.data();
   case Region::Sampled:
-    return &sampled_;
+    return sampled_.data();
   case Region::Count:
     return &count_;
   case Region::Sampling:
-    return &sampling_;
+    return sampling_.data();
   case Region::History:
     return history_.data();
   }

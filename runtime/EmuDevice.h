@@ -23,15 +23,17 @@ public:
   create(Program program, const WeightProvider &weights);
 
   std::string name() const override { return "emu"; }
-  /// The token the step's sampling kernel chose.
-  std::optional<int32_t> sampledToken() const override { return sampled_; }
 
 private:
   explicit EmuDevice(Program program) : PlanDevice(std::move(program)) {}
+  // The kernels read and write the staged host arrays themselves.
   absl::Status sendInputs(int64_t) override { return absl::OkStatus(); }
+  absl::Status sendTables() override { return absl::OkStatus(); }
+  absl::Status readSampled(int64_t) override { return absl::OkStatus(); }
   absl::Status run(const std::vector<Launch> &launches) override;
-  absl::Status clearHistory() override {
-    history_.assign(program_.vocab, 0);
+  absl::Status clearHistory(int32_t seq) override {
+    std::fill_n(history_.begin() + int64_t(seq) * program_.vocab,
+                program_.vocab, 0);
     return absl::OkStatus();
   }
   absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
@@ -42,11 +44,9 @@ private:
   std::vector<EmuLaunchFn> kernels_;
   std::map<std::string, std::vector<uint16_t>> weights_; // f16 bits
   std::vector<uint8_t> arena_, pool_;
-  std::vector<int32_t> blockTable_; // [blocks]
   std::vector<float> workspace_;
   std::vector<uint32_t> counters_;
-  std::vector<int32_t> history_; // [V]
-  int32_t sampled_ = 0;
+  std::vector<int32_t> history_; // [sequences, V]
 };
 
 } // namespace kiln

@@ -67,75 +67,187 @@ WeightProvider::pack(const WeightBuffer &w) const {
 }
 
 PlanDevice::PlanDevice(Program program) : program_(std::move(program)) {
-  int64_t rows = std::max<int64_t>(program_.prefill.back().tokens, 1);
+  const Program &p = program_;
+  int64_t rows = std::max<int64_t>(p.prefill.back().rows, 1);
+  if (!p.batches.empty())
+    rows = std::max(rows, p.batches.back().rows);
   tokens_.assign(rows, 0);
   positions_.assign(rows, 0);
+  rowSeqs_.assign(rows, 0);
+  sampled_.assign(rows, 0);
+  int64_t seqs = std::max<int64_t>(p.sequences, 1);
+  sampling_.assign(seqs, SamplingParams());
+  tables_.assign(seqs * p.tableBlocks, 0);
+  blocksOf_.assign(seqs, 0);
+  // Slot 0's table for the one-sequence calls: the pool's first blocks.
+  int64_t first = std::min(p.poolBlocks, p.tableBlocks);
+  for (int64_t b = 0; b < first; ++b)
+    tables_[b] = int32_t(b);
+  blocksOf_[0] = first;
+}
+
+absl::Status PlanDevice::setTable(int32_t seq,
+                                  std::span<const int32_t> blocks) {
+  const Program &p = program_;
+  if (seq < 0 || seq >= p.sequences || int64_t(blocks.size()) > p.tableBlocks)
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(), " device: no table of ", blocks.size(), " blocks for slot ",
+        seq, " (", p.sequences, " slots of ", p.tableBlocks, " blocks)"));
+  for (int32_t b : blocks)
+    if (b < 0 || b >= p.poolBlocks)
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), " device: block ", b,
+                       " is outside the KV pool (", p.poolBlocks, " blocks)"));
+  std::copy(blocks.begin(), blocks.end(), &tables_[seq * p.tableBlocks]);
+  blocksOf_[seq] = int64_t(blocks.size());
+  return sendTables();
 }
 
 absl::Status
-PlanDevice::checkPositions(std::span<const int32_t> positions) const {
-  int64_t slots = program_.poolBlocks * program_.blockSize;
+PlanDevice::checkPositions(int32_t seq,
+                           std::span<const int32_t> positions) const {
+  int64_t slots = blocksOf_[seq] * program_.blockSize;
   for (int32_t p : positions)
     if (p < 0 || p >= slots)
-      return absl::InvalidArgumentError(
-          absl::StrCat(name(), " device: position ", p,
-                       " is outside the KV pool (", slots, " tokens)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          name(), " device: position ", p, " is outside the KV blocks of ",
+          seq == 0 && program_.sequences == 1
+              ? std::string("the sequence")
+              : absl::StrCat("sequence slot ", seq),
+          " (", slots, " tokens)"));
+  return absl::OkStatus();
+}
+
+absl::Status PlanDevice::runStep(const std::vector<Launch> &launches,
+                                 int64_t rows, int64_t logitsAt,
+                                 int64_t sampledRows, bool logits,
+                                 StepResult &out) {
+  if (absl::Status s = sendInputs(rows); !s.ok())
+    return s;
+  if (absl::Status s = run(launches); !s.ok())
+    return s;
+  if (logits) {
+    size_t at = out.logits.size();
+    out.logits.resize(at + size_t(count_) * program_.vocab);
+    if (absl::Status s = readLogits(logitsAt, &out.logits[at],
+                                    size_t(count_) * program_.vocab);
+        !s.ok())
+      return s;
+  }
+  if (absl::Status s = readSampled(sampledRows); !s.ok())
+    return s;
+  out.sampled.assign(sampled_.begin(), sampled_.begin() + sampledRows);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<float>> PlanDevice::decode(int32_t token,
                                                       int32_t position) {
-  if (absl::Status s = checkPositions({&position, 1}); !s.ok())
-    return s;
-  tokens_[0] = token;
-  positions_[0] = position;
-  count_ = 1;
-  if (absl::Status s = sendInputs(1); !s.ok())
-    return s;
-  if (absl::Status s = run(program_.decode); !s.ok())
-    return s;
-  std::vector<float> logits(program_.vocab); // [V]
+  BatchRow row{0, token, position, sampling_[0]};
+  auto result = decodeBatch({&row, 1}, true);
+  if (!result.ok())
+    return result.status();
+  return std::move(result->logits);
+}
+
+absl::StatusOr<StepResult>
+PlanDevice::decodeBatch(std::span<const BatchRow> rows, bool logits) {
+  const Program &p = program_;
+  int64_t n = int64_t(rows.size());
+  int64_t most = p.batches.empty() ? 1 : p.batches.back().rows;
+  if (n < 1 || n > most)
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), " device: a batch of ", n,
+                     " sequences; the plans hold 1 to ", most));
+  for (const BatchRow &r : rows) {
+    if (r.seq < 0 || r.seq >= p.sequences)
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), " device: no sequence slot ", r.seq));
+    if (absl::Status s = checkPositions(r.seq, {&r.position, 1}); !s.ok())
+      return s;
+  }
+  const std::vector<Launch> &launches =
+      n == 1 ? p.decode : Program::planFor(p.batches, n).launches;
+  int64_t planRows = n == 1 ? 1 : Program::planFor(p.batches, n).rows;
+  // Padding rows: token 0 at position 0 of slot 0; the kernels skip them.
+  std::fill(tokens_.begin(), tokens_.end(), 0);
+  std::fill(positions_.begin(), positions_.end(), 0);
+  std::fill(rowSeqs_.begin(), rowSeqs_.end(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    tokens_[i] = rows[i].token;
+    positions_[i] = rows[i].position;
+    rowSeqs_[i] = rows[i].seq;
+    sampling_[rows[i].seq] = rows[i].sampling;
+  }
+  count_ = int32_t(n);
+  StepResult out;
   if (absl::Status s =
-          readLogits(program_.decodeLogits, logits.data(), logits.size());
+          runStep(launches, planRows, n == 1 ? p.decodeLogits : p.prefillLogits,
+                  n, logits, out);
       !s.ok())
     return s;
-  return logits;
+  return out;
+}
+
+absl::StatusOr<StepResult>
+PlanDevice::prefillSequence(int32_t seq, std::span<const int32_t> tokens,
+                            int32_t start, const SamplingParams &sampling,
+                            bool logits) {
+  const Program &p = program_;
+  if (seq < 0 || seq >= p.sequences)
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), " device: no sequence slot ", seq));
+  if (!tokens.empty())
+    if (absl::Status s = checkPositions(
+            seq, std::vector<int32_t>{start, int32_t(start + tokens.size() - 1)});
+        !s.ok())
+      return s;
+  // A prompt from position 0 starts a sequence: nothing seen yet.
+  if (start == 0)
+    if (absl::Status s = clearHistory(seq); !s.ok())
+      return s;
+  sampling_[seq] = sampling;
+  StepResult out;
+  // A prompt longer than the largest bucket runs in chunks of it: each
+  // chunk's attention reads the earlier chunks' keys from the pool.
+  int64_t largest = p.prefill.back().rows;
+  for (size_t begin = 0; begin < tokens.size(); begin += largest) {
+    size_t n = std::min<size_t>(largest, tokens.size() - begin);
+    const StepPlan &plan = p.prefillFor(int64_t(n));
+    // The bucket's padding rows hold token 0 at position 0; the kernels
+    // skip them (they read count).
+    std::fill(tokens_.begin(), tokens_.end(), 0);
+    std::fill(positions_.begin(), positions_.end(), 0);
+    std::fill(rowSeqs_.begin(), rowSeqs_.end(), seq);
+    std::copy_n(tokens.begin() + begin, n, tokens_.begin());
+    for (size_t i = 0; i < n; ++i)
+      positions_[i] = int32_t(start + begin + i);
+    count_ = int32_t(n);
+    if (absl::Status s =
+            runStep(plan.launches, plan.rows, p.prefillLogits, 1, logits, out);
+        !s.ok())
+      return s;
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<float>>
 PlanDevice::prefill(std::span<const int32_t> tokens,
                     std::span<const int32_t> positions) {
-  if (absl::Status s = checkPositions(positions); !s.ok())
-    return s;
-  // A prompt from position 0 starts a sequence: nothing seen yet.
-  if (!positions.empty() && positions[0] == 0)
-    if (absl::Status s = clearHistory(); !s.ok())
-      return s;
-  std::vector<float> logits(tokens.size() * program_.vocab); // [S, V]
-  // A prompt longer than the largest bucket runs in chunks of it: each
-  // chunk's attention reads the earlier chunks' keys from the pool.
-  int64_t largest = program_.prefill.back().tokens;
-  for (size_t begin = 0; begin < tokens.size(); begin += largest) {
-    size_t n = std::min<size_t>(largest, tokens.size() - begin);
-    const PrefillPlan &plan = program_.prefillFor(int64_t(n));
-    // The bucket's padding rows hold token 0 at position 0; the kernels
-    // skip them (they read count).
-    std::fill(tokens_.begin(), tokens_.end(), 0);
-    std::fill(positions_.begin(), positions_.end(), 0);
-    std::copy_n(tokens.begin() + begin, n, tokens_.begin());
-    std::copy_n(positions.begin() + begin, n, positions_.begin());
-    count_ = int32_t(n);
-    if (absl::Status s = sendInputs(plan.tokens); !s.ok())
-      return s;
-    if (absl::Status s = run(plan.launches); !s.ok())
-      return s;
-    if (absl::Status s =
-            readLogits(program_.prefillLogits, &logits[begin * program_.vocab],
-                       n * program_.vocab);
-        !s.ok())
-      return s;
-  }
-  return logits;
+  // Positions are consecutive from the first (Device's callers' only use).
+  for (size_t i = 1; i < positions.size(); ++i)
+    if (positions[i] != positions[0] + int32_t(i))
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), " device: prefill positions must be "
+                               "consecutive"));
+  if (tokens.size() != positions.size())
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), " device: ", tokens.size(), " tokens at ",
+                     positions.size(), " positions"));
+  auto out = prefillSequence(0, tokens, positions.empty() ? 0 : positions[0],
+                             sampling_[0], true);
+  if (!out.ok())
+    return out.status();
+  return std::move(out->logits);
 }
 
 } // namespace kiln

@@ -48,39 +48,88 @@ private:
 /// Rows of a weight buffer: its sources' rows (a [cols] source is one).
 int64_t weightRows(const WeightBuffer &w);
 
+/// One row of a batched decode step: a sequence's next token.
+struct BatchRow {
+  int32_t seq = 0;      // its slot: table row and history row
+  int32_t token = 0;    // the token fed
+  int32_t position = 0; // where it goes
+  SamplingParams sampling;
+};
+
+/// What a step chose: a token per sequence, and the logits it chose from
+/// when asked for ([rows, V]; a prefill's every row).
+struct StepResult {
+  std::vector<int32_t> sampled;
+  std::vector<float> logits;
+};
+
 class PlanDevice : public Device {
 public:
+  // One sequence (Device): slot 0, its table the pool's first blocks.
   absl::StatusOr<std::vector<float>>
   prefill(std::span<const int32_t> tokens,
           std::span<const int32_t> positions) override;
   absl::StatusOr<std::vector<float>> decode(int32_t token,
                                             int32_t position) override;
   void setSampling(const SamplingParams &params) override {
-    sampling_ = params;
+    sampling_[0] = params;
   }
+  std::optional<int32_t> sampledToken() const override { return sampled_[0]; }
+
+  // Several sequences (the Scheduler): slots 0 .. sequences() - 1, each
+  // with a block table the caller hands out.
+  int64_t sequences() const { return program_.sequences; }
+  const Program &program() const { return program_; }
+  /// Makes `blocks` (pool block ids, in token order) the table of slot `seq`.
+  absl::Status setTable(int32_t seq, std::span<const int32_t> blocks);
+  /// Runs tokens [S] of slot `seq` at positions start .. start + S - 1 (from
+  /// 0: a new sequence, its history cleared) and samples its next token.
+  absl::StatusOr<StepResult> prefillSequence(int32_t seq,
+                                             std::span<const int32_t> tokens,
+                                             int32_t start,
+                                             const SamplingParams &sampling,
+                                             bool logits);
+  /// One token each of rows.size() sequences in one step (the decode plan
+  /// for one, else the smallest batch plan that holds them).
+  absl::StatusOr<StepResult> decodeBatch(std::span<const BatchRow> rows,
+                                         bool logits);
 
 protected:
   explicit PlanDevice(Program program);
 
-  /// Sends the staged step inputs (tokens_, positions_ for `rows` rows,
-  /// count_, sampling_) to the device.
+  /// Sends the staged step inputs (tokens_, positions_, rowSeqs_ for `rows`
+  /// rows, count_, sampling_) to the device.
   virtual absl::Status sendInputs(int64_t rows) = 0;
+  /// Sends the block tables (tables_).
+  virtual absl::Status sendTables() = 0;
   /// Runs the launches in order.
   virtual absl::Status run(const std::vector<Launch> &launches) = 0;
-  /// Zeroes the sampling history (Region::History): a new sequence.
-  virtual absl::Status clearHistory() = 0;
+  /// Zeroes the sampling history of slot `seq`: a new sequence.
+  virtual absl::Status clearHistory(int32_t seq) = 0;
   /// Reads `floats` f32 logits at arena offset `offset`.
   virtual absl::Status readLogits(int64_t offset, float *out,
                                   size_t floats) = 0;
+  /// Reads the first `rows` sampled tokens into sampled_.
+  virtual absl::Status readSampled(int64_t rows) = 0;
 
   Program program_;
-  // The step's inputs: a row per token of the largest prefill bucket.
-  std::vector<int32_t> tokens_, positions_;
+  // The step's inputs, a row per token of the largest plan ([rows]).
+  std::vector<int32_t> tokens_, positions_, rowSeqs_;
   int32_t count_ = 0;
-  SamplingParams sampling_;
+  std::vector<SamplingParams> sampling_; // [sequences]
+  std::vector<int32_t> tables_;          // [sequences, tableBlocks]
+  std::vector<int32_t> sampled_;         // [rows]
 
 private:
-  absl::Status checkPositions(std::span<const int32_t> positions) const;
+  absl::Status checkPositions(int32_t seq,
+                              std::span<const int32_t> positions) const;
+  /// Runs `launches` over the staged rows (count_ of them) and reads
+  /// `sampledRows` tokens, and with `logits` the count_ rows of logits at
+  /// `logitsAt`, appending them to `out`.
+  absl::Status runStep(const std::vector<Launch> &launches, int64_t rows,
+                       int64_t logitsAt, int64_t sampledRows, bool logits,
+                       StepResult &out);
+  std::vector<int64_t> blocksOf_; // [sequences]: table entries in use
 };
 
 } // namespace kiln

@@ -3,8 +3,9 @@
 //
 // The compiler's output as the runtime sees it, with no MLIR: the kernels'
 // code, the weight manifest, the memory plan (arena, KV pool), the launches
-// of the decode step and of prefill (one plan per sequence-length bucket)
-// with every argument bound to a buffer. The bundle (kiln compile -o
+// of the decode step, of prefill (one plan per sequence-length bucket) and
+// of batched decode (one plan per batch-size bucket) with every argument
+// bound to a buffer. The bundle (kiln compile -o
 // model.kiln) is this, written down.
 //
 //===----------------------------------------------------------------------===//
@@ -24,15 +25,18 @@ enum class Region {
   Arena,      // activations, at an offset in bytes
   Weight,     // the weight buffer named by `weight`
   Pool,       // the KV pool, at an offset in bytes
-  Tokens,     // int32 token ids of the step
-  Positions,  // int32 positions of the step
-  BlockTable, // int32 block table of the sequence
+  Tokens,     // int32 [rows]: token ids of the step
+  Positions,  // int32 [rows]: positions of the step
+  BlockTable, // int32 [sequences, tableBlocks]: every sequence's blocks
   Workspace,  // float scratch: split-KV partials, a GEMM's output
   Counters,   // uint32 counters, zero between launches
-  Sampled,    // int32: the token the step's sampling kernel chose
-  Count,      // int32 [1]: the step's real token count (a bucket pads it)
-  Sampling,   // SamplingParams [1]: how the step picks its token
-  History,    // int32 [vocab]: how often the sequence has seen each token
+  Sampled,    // int32 [rows]: the tokens the step's sampling kernel chose
+  Count,      // int32 [1]: the step's real row count (a bucket pads it)
+  Sampling,   // SamplingParams [sequences]: how each sequence samples
+  History,    // int32 [sequences, vocab]: how often each sequence has seen
+              // each token
+  RowSequence, // int32 [rows]: the sequence (slot) of each row: a prefill's
+               // rows are all one sequence, a batch's one row each
 };
 
 struct Argument {
@@ -70,11 +74,12 @@ struct Launch {
   GemmShape gemm = {}; // when kernel == kGemm
 };
 
-/// Prefill of up to `tokens` tokens: the launches are sized for exactly
-/// that many rows; a shorter prompt is padded, and the kernels skip the rows
-/// at and past Region::Count.
-struct PrefillPlan {
-  int64_t tokens = 0;
+/// A step of up to `rows` rows: a prefill of that many tokens of one
+/// sequence, or a decode of one token each of that many sequences. The
+/// launches are sized for exactly that many rows; a shorter step is padded,
+/// and the kernels skip the rows at and past Region::Count.
+struct StepPlan {
+  int64_t rows = 0;
   std::vector<Launch> launches; // ending with its sampling
 };
 
@@ -100,19 +105,28 @@ struct Program {
   int64_t vocab = 0, maxPositions = 0;
   int64_t arenaBytes = 0;
   int64_t poolBytes = 0, poolBlocks = 0, blockSize = 0;
+  int64_t sequences = 1;   // slots: sequences that run at once
+  int64_t tableBlocks = 0; // blocks in a sequence's table row
   int64_t workspaceFloats = 0, counters = 0;
   std::vector<Launch> decode;       // one new token, ending with its sampling
   int64_t decodeLogits = 0;         // arena offset of the [1, V] f32 logits
-  std::vector<PrefillPlan> prefill; // by ascending tokens; never empty
-  int64_t prefillLogits = 0;        // arena offset of the [S, V] f32 logits
+  std::vector<StepPlan> prefill; // by ascending rows; never empty
+  int64_t prefillLogits = 0;     // arena offset of the [S, V] f32 logits
+  /// Decode steps of 2 to `sequences` sequences, by ascending rows; their
+  /// logits are at prefillLogits too ([B, V] f32).
+  std::vector<StepPlan> batches;
 
-  /// The smallest prefill plan that holds `tokens`, else the largest: a
+  /// The smallest plan of `plans` that holds `rows`, else the largest: a
   /// longer prompt runs in chunks of it.
-  const PrefillPlan &prefillFor(int64_t tokens) const {
-    for (const PrefillPlan &plan : prefill)
-      if (plan.tokens >= tokens)
+  static const StepPlan &planFor(const std::vector<StepPlan> &plans,
+                                 int64_t rows) {
+    for (const StepPlan &plan : plans)
+      if (plan.rows >= rows)
         return plan;
-    return prefill.back();
+    return plans.back();
+  }
+  const StepPlan &prefillFor(int64_t tokens) const {
+    return planFor(prefill, tokens);
   }
 };
 

@@ -67,15 +67,16 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
   KILN_CU(streamCreate(&dev->stream_, CU_STREAM_DEFAULT));
   if (const char *g = std::getenv("KILN_CUDA_GRAPHS");
       g && std::string(g) == "0")
-    dev->graphs_ = false;
+    dev->useGraphs_ = false;
   if (absl::Status s = dev->loadKernels(cubin, ptx); !s.ok())
     return s;
   if (absl::Status s = dev->allocate(weights); !s.ok())
     return s;
   bool gemms = false;
-  for (const PrefillPlan &plan : dev->program_.prefill)
-    for (const Launch &l : plan.launches)
-      gemms = gemms || l.kernel == kGemm;
+  for (const auto *plans : {&dev->program_.prefill, &dev->program_.batches})
+    for (const StepPlan &plan : *plans)
+      for (const Launch &l : plan.launches)
+        gemms = gemms || l.kernel == kGemm;
   if (gemms) {
     auto blas = Cublas::get();
     if (!blas.ok())
@@ -93,10 +94,11 @@ CudaDevice::~CudaDevice() {
     return;
   if (blasHandle_)
     blas_->destroy(blasHandle_);
-  if (decodeExec_)
-    cu_->graphExecDestroy(decodeExec_);
-  if (decodeGraph_)
-    cu_->graphDestroy(decodeGraph_);
+  for (auto &[plan, exec] : graphs_)
+    if (exec)
+      cu_->graphExecDestroy(exec);
+  for (CUgraph g : graphSources_)
+    cu_->graphDestroy(g);
   if (stream_)
     cu_->streamDestroy(stream_);
   for (CUdeviceptr p : allocations_)
@@ -177,11 +179,12 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
       {Region::Counters, p.counters * 4},
       {Region::Tokens, rows * 4},
       {Region::Positions, rows * 4},
-      {Region::BlockTable, p.poolBlocks * 4},
+      {Region::RowSequence, rows * 4},
+      {Region::BlockTable, int64_t(tables_.size()) * 4},
       {Region::Count, 4},
-      {Region::Sampled, 4},
-      {Region::Sampling, int64_t(sizeof(SamplingParams))},
-      {Region::History, p.vocab * 4}};
+      {Region::Sampled, rows * 4},
+      {Region::Sampling, p.sequences * int64_t(sizeof(SamplingParams))},
+      {Region::History, p.sequences * p.vocab * 4}};
   int64_t total = weightBytes;
   for (auto [region, bytes] : sizes)
     total += bytes;
@@ -203,12 +206,8 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
   for (auto [region, bytes] : sizes)
     if (absl::Status s = alloc(bytes, regions_[region]); !s.ok())
       return s;
-  // One sequence: its block table is the pool in order.
-  std::vector<int32_t> table(p.poolBlocks); // [blocks]
-  for (int64_t b = 0; b < p.poolBlocks; ++b)
-    table[b] = int32_t(b);
-  KILN_CU(
-      memcpyHtoD(regions_[Region::BlockTable], table.data(), table.size() * 4));
+  if (absl::Status s = sendTables(); !s.ok())
+    return s;
   for (const WeightBuffer &w : p.weights)
     if (absl::Status s = alloc(weightRows(w) * w.cols * 2, weights_[w.name]);
         !s.ok())
@@ -258,47 +257,74 @@ CUdeviceptr CudaDevice::address(const Argument &a) const {
   return regions_.at(a.region) + CUdeviceptr(a.offset);
 }
 
-absl::Status CudaDevice::clearHistory() {
-  KILN_CU(memsetD8(regions_[Region::History], 0, program_.vocab * 4));
+absl::Status CudaDevice::clearHistory(int32_t seq) {
+  int64_t bytes = program_.vocab * 4;
+  KILN_CU(memsetD8(regions_[Region::History] + CUdeviceptr(seq * bytes), 0,
+                   bytes));
   return absl::OkStatus();
 }
 
 absl::Status CudaDevice::sendInputs(int64_t rows) {
   KILN_CU(memcpyHtoD(regions_[Region::Tokens], tokens_.data(), rows * 4));
   KILN_CU(memcpyHtoD(regions_[Region::Positions], positions_.data(), rows * 4));
+  KILN_CU(memcpyHtoD(regions_[Region::RowSequence], rowSeqs_.data(), rows * 4));
   KILN_CU(memcpyHtoD(regions_[Region::Count], &count_, 4));
-  KILN_CU(memcpyHtoD(regions_[Region::Sampling], &sampling_, sizeof sampling_));
+  KILN_CU(memcpyHtoD(regions_[Region::Sampling], sampling_.data(),
+                     sampling_.size() * sizeof(SamplingParams)));
   return absl::OkStatus();
 }
 
-absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
-  if (graphs_ && &launches == &program_.decode) {
-    if (!decodeExec_)
-      if (absl::Status s = captureDecode(); !s.ok()) {
-        // Not fatal: the same launches run one by one.
-        std::fprintf(stderr,
-                     "kiln: cuda device: no CUDA graph for the decode step "
-                     "(%s); launching it kernel by kernel\n",
-                     std::string(s.message()).c_str());
-        graphs_ = false;
-        return launch(launches);
-      }
-    KILN_CU(graphLaunch(decodeExec_, stream_));
-    return absl::OkStatus();
-  }
-  return launch(launches);
+absl::Status CudaDevice::sendTables() {
+  KILN_CU(memcpyHtoD(regions_[Region::BlockTable], tables_.data(),
+                     tables_.size() * 4));
+  return absl::OkStatus();
 }
 
-absl::Status CudaDevice::captureDecode() {
+bool CudaDevice::isDecodePlan(const std::vector<Launch> &launches) const {
+  if (&launches == &program_.decode)
+    return true;
+  for (const StepPlan &plan : program_.batches)
+    if (&launches == &plan.launches)
+      return true;
+  return false;
+}
+
+absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
+  // Decode steps repeat: each plan is captured once and replayed.
+  if (!useGraphs_ || !isDecodePlan(launches))
+    return launch(launches);
+  auto it = graphs_.find(&launches);
+  if (it == graphs_.end()) {
+    auto exec = capture(launches);
+    if (!exec.ok())
+      // Not fatal: the same launches run one by one.
+      std::fprintf(stderr,
+                   "kiln: cuda device: no CUDA graph for a decode plan (%s); "
+                   "launching it kernel by kernel\n",
+                   std::string(exec.status().message()).c_str());
+    it = graphs_.emplace(&launches, exec.ok() ? *exec : nullptr).first;
+  }
+  if (!it->second)
+    return launch(launches);
+  KILN_CU(graphLaunch(it->second, stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CUgraphExec>
+CudaDevice::capture(const std::vector<Launch> &launches) {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
   KILN_CU(streamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  absl::Status launched = launch(program_.decode);
-  CUresult ended = cu_->streamEndCapture(stream_, &decodeGraph_);
+  absl::Status launched = launch(launches);
+  CUresult ended = cu_->streamEndCapture(stream_, &graph);
+  if (graph)
+    graphSources_.push_back(graph);
   if (!launched.ok())
     return launched;
   if (absl::Status s = cu_->check(ended, "cuStreamEndCapture"); !s.ok())
     return s;
-  KILN_CU(graphInstantiate(&decodeExec_, decodeGraph_, 0));
-  return absl::OkStatus();
+  KILN_CU(graphInstantiate(&exec, graph, 0));
+  return exec;
 }
 
 absl::Status CudaDevice::launch(const std::vector<Launch> &launches) {
@@ -336,7 +362,12 @@ absl::Status CudaDevice::launch(const std::vector<Launch> &launches) {
 absl::Status CudaDevice::readLogits(int64_t offset, float *out, size_t floats) {
   // Synchronous on the default stream: the step has finished after it.
   KILN_CU(memcpyDtoH(out, regions_[Region::Arena] + offset, floats * 4));
-  KILN_CU(memcpyDtoH(&sampled_, regions_[Region::Sampled], 4));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::readSampled(int64_t rows) {
+  // Synchronous on the default stream: the step has finished after it.
+  KILN_CU(memcpyDtoH(sampled_.data(), regions_[Region::Sampled], rows * 4));
   return absl::OkStatus();
 }
 

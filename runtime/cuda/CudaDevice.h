@@ -25,9 +25,10 @@ absl::StatusOr<CudaGpu> probeCudaGpu();
 /// driver compiles; else its source, compiled by NVRTC here), the weights
 /// packed on the host and copied once, one allocation per region of the plan
 /// (after checking that they fit), and the plan's GEMMs through cuBLAS, all on
-/// one stream; the decode step is captured as a CUDA graph once and replayed
-/// (its launches read positions and tokens from device memory, so one graph
-/// serves every step). Random weights are one random block uploaded once and
+/// one stream; each decode plan (one sequence, and each batch bucket) is
+/// captured as a CUDA graph once and replayed (its launches read tokens,
+/// positions, sequences and tables from device memory, so one graph serves
+/// every step). Random weights are one random block uploaded once and
 /// copied on the device into every buffer (their values do not matter to a
 /// benchmark).
 class CudaDevice : public PlanDevice {
@@ -38,21 +39,23 @@ public:
   ~CudaDevice() override;
 
   std::string name() const override { return "cuda"; }
-  std::optional<int32_t> sampledToken() const override { return sampled_; }
 
 private:
   explicit CudaDevice(Program program) : PlanDevice(std::move(program)) {}
   absl::Status sendInputs(int64_t rows) override;
+  absl::Status sendTables() override;
   absl::Status run(const std::vector<Launch> &launches) override;
-  absl::Status clearHistory() override;
+  absl::Status clearHistory(int32_t seq) override;
   absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
+  absl::Status readSampled(int64_t rows) override;
   absl::Status allocate(const WeightProvider &weights);
   absl::Status fillRandom(const WeightProvider &weights);
   absl::Status loadKernels(const KernelBinaries &cubin,
                            const KernelBinaries &ptx);
   CUdeviceptr address(const Argument &a) const;
   absl::Status launch(const std::vector<Launch> &launches);
-  absl::Status captureDecode();
+  bool isDecodePlan(const std::vector<Launch> &launches) const;
+  absl::StatusOr<CUgraphExec> capture(const std::vector<Launch> &launches);
 
   const CudaDriver *cu_ = nullptr;
   const Cublas *blas_ = nullptr;
@@ -65,11 +68,12 @@ private:
   std::map<Region, CUdeviceptr> regions_;
   std::map<std::string, CUdeviceptr> weights_;
   std::vector<CUdeviceptr> allocations_;
-  int32_t sampled_ = 0;
-  CUstream stream_ = nullptr;     // every launch; syncs with the default
-  CUgraph decodeGraph_ = nullptr; // the decode step, captured once
-  CUgraphExec decodeExec_ = nullptr;
-  bool graphs_ = true; // KILN_CUDA_GRAPHS=0, or a failed capture: off
+  CUstream stream_ = nullptr; // every launch; syncs with the default
+  // The decode plans' graphs, captured once each; null: it failed (run
+  // kernel by kernel).
+  std::map<const std::vector<Launch> *, CUgraphExec> graphs_;
+  std::vector<CUgraph> graphSources_;
+  bool useGraphs_ = true; // KILN_CUDA_GRAPHS=0: off
 };
 
 } // namespace kiln

@@ -43,6 +43,8 @@ struct TestPrintKVPlan : PassWrapper<TestPrintKVPlan, OperationPass<ModuleOp>> {
        << pool.getBlocks() << " blocks][" << pool.getBlockSize() << " tokens]["
        << cache.getKvHeads() << " kv heads][" << cache.getHeadDim()
        << " head dim] " << cache.getElementType() << "\n";
+    os << "tables: " << pool.getSequences() << " sequences of "
+       << pool.getTableBlocks() << " blocks\n";
     os << "block: " << pool.getBlockBytes() << " bytes per layer, "
        << 2 * cache.getLayers() * pool.getBlockBytes()
        << " bytes for keys and values of all layers\n";

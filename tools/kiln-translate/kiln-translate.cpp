@@ -42,7 +42,9 @@ int main(int argc, char **argv) {
             os << "// launch: grid (";
             for (int axis = 0; axis < 3; ++axis) {
               os << (axis ? ", " : "");
-              if (axis != k.rowAxis)
+              if (axis == 1 && k.fillBlocks > 0)
+                os << "splits";
+              else if (axis != k.rowAxis)
                 os << k.grid[axis];
               else if (k.rowsPerBlock == 1)
                 os << "S";
@@ -50,7 +52,10 @@ int main(int argc, char **argv) {
                 os << "ceil(S / " << k.rowsPerBlock << ")";
             }
             os << "), " << k.blockThreads << " threads"
-               << (k.afterGemm ? ", after a cuBLAS GEMM" : "") << "\n";
+               << (k.afterGemm ? ", after a cuBLAS GEMM" : "");
+            if (k.fillBlocks > 0)
+              os << ", splits filling " << k.fillBlocks << " blocks";
+            os << "\n";
             os << k.source << "\n";
           }
         }

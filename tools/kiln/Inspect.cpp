@@ -50,10 +50,11 @@ int runInspect() {
                       c.numLayers, c.hiddenSize, c.numHeads, c.numKVHeads,
                       c.intermediateSize, c.vocabSize, c.maxPositions);
   os << llvm::formatv("  memory    arena {0} bytes, KV pool {1} bytes ({2} "
-                      "blocks of {3} tokens), workspace {4} floats, {5} "
-                      "counters\n",
+                      "blocks of {3} tokens; {4} sequences of up to {5} "
+                      "blocks), workspace {6} floats, {7} counters\n",
                       p.arenaBytes, p.poolBytes, p.poolBlocks, p.blockSize,
-                      p.workspaceFloats, p.counters);
+                      p.sequences, p.tableBlocks, p.workspaceFloats,
+                      p.counters);
   os << "  kernels   " << p.kernels.size() << "\n";
   for (const KernelCode &k : p.kernels) {
     os << llvm::formatv("    {0,-34} {1} bytes of CUDA C++", k.name,
@@ -86,17 +87,26 @@ int runInspect() {
   printLaunches(p, p.decode);
   os << "  prefill   " << p.prefill.size()
      << " buckets, logits (f32) at arena offset " << p.prefillLogits << "\n";
-  for (const PrefillPlan &plan : p.prefill) {
-    int64_t gemms = llvm::count_if(
-        plan.launches, [](const Launch &l) { return l.kernel == kGemm; });
-    os << llvm::formatv("    up to {0,-5} tokens: {1} launches, {2} of them "
-                        "cuBLAS GEMMs\n",
-                        plan.tokens, plan.launches.size(), gemms);
-  }
+  auto buckets = [&](const std::vector<StepPlan> &plans, const char *what) {
+    for (const StepPlan &plan : plans) {
+      int64_t gemms = llvm::count_if(
+          plan.launches, [](const Launch &l) { return l.kernel == kGemm; });
+      os << llvm::formatv("    up to {0,-5} {1}: {2} launches, {3} of them "
+                          "cuBLAS GEMMs\n",
+                          plan.rows, what, plan.launches.size(), gemms);
+    }
+  };
+  buckets(p.prefill, "tokens");
   // Every bucket runs the same kernels; the smallest shows them.
-  if (!p.prefill.empty()) {
-    os << "  prefill of up to " << p.prefill.front().tokens << " tokens\n";
-    printLaunches(p, p.prefill.front().launches);
+  os << "  prefill of up to " << p.prefill.front().rows << " tokens\n";
+  printLaunches(p, p.prefill.front().launches);
+  os << "  batches   " << p.batches.size()
+     << " buckets of decode steps of several sequences, logits at the "
+        "prefill's offset\n";
+  buckets(p.batches, "sequences");
+  if (!p.batches.empty()) {
+    os << "  batch of up to " << p.batches.front().rows << " sequences\n";
+    printLaunches(p, p.batches.front().launches);
   }
   return 0;
 }

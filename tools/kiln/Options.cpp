@@ -67,6 +67,18 @@ cl::opt<int64_t> prefillTokensFlag(
              "capped at the context); longer prompts run in chunks of it"),
     cl::init(2048), cl::sub(compileCommand()), cl::sub(runCommand()));
 
+cl::opt<int64_t> maxBatchFlag(
+    "max-batch",
+    cl::desc("Sequences that run at once (default 1); the KV pool holds "
+             "them all at --max-context"),
+    cl::init(1), cl::sub(compileCommand()), cl::sub(runCommand()));
+
+cl::opt<int64_t> maxContextFlag(
+    "max-context",
+    cl::desc("Tokens per sequence the KV pool holds (default: the model's "
+             "context)"),
+    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()));
+
 absl::StatusOr<FrontendOptions> frontendOptions() {
   FrontendOptions opts;
   if (dtypeFlag != "f16" && dtypeFlag != "bf16" && dtypeFlag != "f32")
@@ -81,6 +93,16 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
   opts.ropeLayout = ropeLayoutFlag;
   opts.decomposeSoftmax = decomposeSoftmaxFlag;
   opts.prefillTokens = prefillTokensFlag;
+  if (maxBatchFlag <= 0 || maxBatchFlag > 1024)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-batch: ", int64_t(maxBatchFlag),
+                     " is not a batch size from 1 to 1024"));
+  if (maxContextFlag < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-context: ", int64_t(maxContextFlag),
+                     " is not a token count (0: the model's context)"));
+  opts.maxBatch = maxBatchFlag;
+  opts.maxContext = maxContextFlag;
   return opts;
 }
 
