@@ -48,19 +48,19 @@ std::vector<int64_t> prefillBuckets(const CodegenOptions &opts,
 
 /// A kernel's parameters, in order, as the runtime binds them.
 enum class ParamKind {
-  Activation, // an arena buffer (input or output)
-  Weight,     // a weight (or packed weight) buffer
-  KCache,     // the layer's keys in the KV pool
-  VCache,     // the layer's values in the KV pool
-  BlockTable, // int32 [sequences, TABLE_BLOCKS]: every sequence's blocks
-  Positions,  // int32 positions of the new tokens
-  Tokens,     // int32 token ids
-  Workspace,  // float scratch (split-KV partials)
-  Counters,   // uint32 counters, zero between launches
-  Count,      // int32 [1]: how many of the rows are real tokens
-  Sampling,   // the step's sampling parameters (runtime/Sampling.h)
-  History,    // int32 [sequences, V]: how often each sequence has seen
-              // each token
+  Activation,  // an arena buffer (input or output)
+  Weight,      // a weight (or packed weight) buffer
+  KCache,      // the layer's keys in the KV pool
+  VCache,      // the layer's values in the KV pool
+  BlockTable,  // int32 [sequences, TABLE_BLOCKS]: every sequence's blocks
+  Positions,   // int32 positions of the new tokens
+  Tokens,      // int32 token ids
+  Workspace,   // float scratch (split-KV partials)
+  Counters,    // uint32 counters, zero between launches
+  Count,       // int32 [1]: how many of the rows are real tokens
+  Sampling,    // the step's sampling parameters (runtime/Sampling.h)
+  History,     // int32 [sequences, V]: how often each sequence has seen
+               // each token
   RowSequence, // int32 [rows]: the sequence of each row (its table row)
 };
 
@@ -111,8 +111,8 @@ struct CudaKernel {
 /// reductions, vector loads.
 std::string cudaPrelude();
 
-/// A kernel for `op`, named by its kiln.kernel attribute.
-CudaKernel kernelFor(mlir::Operation *op);
+/// A kernel for `op`, named by its kiln.kernel attribute (and `suffix`).
+CudaKernel kernelFor(mlir::Operation *op, llvm::StringRef suffix = "");
 
 /// The module's #kiln.kv_pool as the kernels see it: `constexpr int
 /// BLOCK_SIZE` (tokens per block) and `TABLE_BLOCKS` (blocks per sequence:
@@ -150,8 +150,8 @@ llvm::Expected<QkvShape> qkvShape(mlir::Operation *op,
                                   const CodegenOptions &opts);
 
 /// kiln.attention's heads and the CUDA both of its templates start with:
-/// the RoPE table and the constants H, KVH, DH, GROUP, BLOCK_SIZE, TABLE_BLOCKS, DPL,
-/// ROPE, INTERLEAVED and SCALE.
+/// the RoPE table and the constants H, KVH, DH, GROUP, BLOCK_SIZE,
+/// TABLE_BLOCKS, DPL, ROPE, INTERLEAVED and SCALE.
 struct AttentionShape {
   int64_t heads = 0, kvHeads = 0, dh = 0;
   std::string header;
@@ -186,8 +186,11 @@ llvm::Expected<CudaKernel> emitGemv(mlir::Operation *op,
                                     const CodegenOptions &opts);
 llvm::Expected<CudaKernel> emitQkvGemv(mlir::Operation *op,
                                        const CodegenOptions &opts);
+/// With `batch`, the kernel of @prefill's attention for batched decode
+/// (named with kBatchSuffix).
 llvm::Expected<CudaKernel> emitDecodeAttention(mlir::Operation *op,
-                                               const CodegenOptions &opts);
+                                               const CodegenOptions &opts,
+                                               bool batch = false);
 // Prefill: the epilogues of the cuBLAS GEMMs, and causal attention.
 llvm::Expected<CudaKernel> emitLinearEpilogue(mlir::Operation *op,
                                               const CodegenOptions &opts);

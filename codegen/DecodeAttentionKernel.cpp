@@ -4,12 +4,13 @@
 // decode's one row, or a batch's (the batched decode plans run it on
 // @prefill's attention, whose rows are then sequences of their own, each
 // with its table, position and scratch). Block (h, split, row) takes query
-// head h of the row and one chunk of the row's keys; each warp walks every WARPS-th key of the chunk with an
-// online softmax (running max m, sum l, weighted values acc in fp32), the
-// warps merge in shared memory, and with several splits the last block of a
-// head to finish (an atomic ticket) merges the splits' partials. Query head
-// h reads kv head h / GROUP: grouped-query attention copies nothing. RoPE is
-// applied to q as it is loaded; the scale is folded into q.
+// head h of the row and one chunk of the row's keys; each warp walks every
+// WARPS-th key of the chunk with an online softmax (running max m, sum l,
+// weighted values acc in fp32), the warps merge in shared memory, and with
+// several splits the last block of a head to finish (an atomic ticket) merges
+// the splits' partials. Query head h reads kv head h / GROUP: grouped-query
+// attention copies nothing. RoPE is applied to q as it is loaded; the scale is
+// folded into q.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -45,8 +46,7 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   os << (rope ? invFreqTable(s.dh, att.getRopeTheta()->convertToDouble())
               : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
   os << "constexpr int H = " << s.heads << ", KVH = " << s.kvHeads
-     << ", DH = " << s.dh << ", GROUP = " << s.heads / s.kvHeads
-     << ";\n"
+     << ", DH = " << s.dh << ", GROUP = " << s.heads / s.kvHeads << ";\n"
      << poolConstants(op);
   os << "constexpr int DPL = (DH + 31) / 32; // head dims per lane\n";
   os << "constexpr bool ROPE = " << (rope ? "true" : "false")
@@ -56,8 +56,8 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   return s;
 }
 
-llvm::Expected<CudaKernel> emitDecodeAttention(Operation *op,
-                                               const CodegenOptions &opts) {
+llvm::Expected<CudaKernel>
+emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
   auto shape = attentionShape(op);
   if (!shape)
     return shape.takeError();
@@ -65,7 +65,7 @@ llvm::Expected<CudaKernel> emitDecodeAttention(Operation *op,
   // Enough warps that one thread per head dimension can merge them.
   int warps = std::max<int>(opts.attentionWarps, int((dh + 31) / 32));
 
-  CudaKernel k = kernelFor(op);
+  CudaKernel k = kernelFor(op, batch ? kBatchSuffix : "");
   k.params = {{ParamKind::Activation, "q"},
               {ParamKind::KCache, "k_cache"},
               {ParamKind::VCache, "v_cache"},

@@ -34,14 +34,11 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
   int warps = opts.attentionWarps, rows = opts.prefillAttentionRows;
 
   CudaKernel k = kernelFor(op);
-  k.params = {{ParamKind::Activation, "q"},
-              {ParamKind::KCache, "k_cache"},
-              {ParamKind::VCache, "v_cache"},
-              {ParamKind::BlockTable, "block_table"},
-              {ParamKind::RowSequence, "seqs"},
-              {ParamKind::Positions, "positions"},
-              {ParamKind::Count, "count"},
-              {ParamKind::Activation, "out"}};
+  k.params = {
+      {ParamKind::Activation, "q"},     {ParamKind::KCache, "k_cache"},
+      {ParamKind::VCache, "v_cache"},   {ParamKind::BlockTable, "block_table"},
+      {ParamKind::RowSequence, "seqs"}, {ParamKind::Positions, "positions"},
+      {ParamKind::Count, "count"},      {ParamKind::Activation, "out"}};
   k.grid = {1, heads, 1};
   k.rowAxis = 0;
   k.rowsPerBlock = warps * rows;

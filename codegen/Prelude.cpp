@@ -171,9 +171,10 @@ __device__ __forceinline__ long long kiln_slot(const int *block_table, int t,
 )cuda";
 }
 
-CudaKernel kernelFor(mlir::Operation *op) {
+CudaKernel kernelFor(mlir::Operation *op, llvm::StringRef suffix) {
   CudaKernel k;
-  k.kernel = op->getAttrOfType<mlir::StringAttr>("kiln.kernel").str();
+  k.kernel =
+      op->getAttrOfType<mlir::StringAttr>("kiln.kernel").str() + suffix.str();
   k.entry = entryName(k.kernel);
   return k;
 }

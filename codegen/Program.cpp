@@ -98,9 +98,8 @@ public:
   /// The launches of `fn` for `tokens` rows: one sequence's (a prefill or
   /// decode), or with `batch` one token each of `tokens` sequences (from
   /// @prefill, with the batched decode attention).
-  llvm::Expected<std::vector<Launch>> build(func::FuncOp fn, int64_t tokens,
-                                            int64_t &logits,
-                                            bool batch = false) {
+  llvm::Expected<std::vector<Launch>>
+  build(func::FuncOp fn, int64_t tokens, int64_t &logits, bool batch = false) {
     std::vector<Launch> out;
     for (Operation &op : fn.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -299,13 +298,11 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
           op->getAttrOfType<StringAttr>("kiln.kernel").str() + kBatchSuffix;
       if (error || !seen.insert(name).second)
         return;
-      auto k = emitDecodeAttention(op, opts);
+      auto k = emitDecodeAttention(op, opts, /*batch=*/true);
       if (!k) {
         error = k.takeError();
         return;
       }
-      k->kernel = name;
-      k->entry = entryName(name);
       k->provenance = op->getAttrOfType<StringAttr>("kiln.name").str();
       kernels.push_back(std::move(*k));
     });

@@ -107,14 +107,11 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
   int warps = opts.gemvWarps;
 
   CudaKernel k = kernelFor(op);
-  k.params = {{ParamKind::Activation, "x"},
-              {ParamKind::Weight, "w"},
-              {ParamKind::KCache, "k_cache"},
-              {ParamKind::VCache, "v_cache"},
-              {ParamKind::BlockTable, "block_table"},
-              {ParamKind::RowSequence, "seqs"},
-              {ParamKind::Positions, "positions"},
-              {ParamKind::Activation, "q"}};
+  k.params = {
+      {ParamKind::Activation, "x"},           {ParamKind::Weight, "w"},
+      {ParamKind::KCache, "k_cache"},         {ParamKind::VCache, "v_cache"},
+      {ParamKind::BlockTable, "block_table"}, {ParamKind::RowSequence, "seqs"},
+      {ParamKind::Positions, "positions"},    {ParamKind::Activation, "q"}};
   k.grid = {(shape->tasks + warps - 1) / warps, 1, 1};
   k.blockThreads = 32 * warps;
   k.source = cudaPrelude() + shape->header +

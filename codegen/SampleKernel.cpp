@@ -3,7 +3,8 @@
 // The last launch of every step: the next token of each sequence the step
 // ran. A prefill (grid 1) samples from the logits of its last row (row
 // count - 1); a batched decode (grid rows) samples every row, block b row b.
-// Each sequence has its own parameters and history (by seqs[row]). The rule (runtime/Sampling.h has the same on the host):
+// Each sequence has its own parameters and history (by seqs[row]). The rule
+// (runtime/Sampling.h has the same on the host):
 //
 // - penalties first, on the tokens this sequence has seen (the history the
 //   kernel keeps: repetition, presence, frequency);

@@ -19,12 +19,18 @@ const char *kFormat = "kiln-bundle";
 
 const std::map<Region, std::string> &regionNames() {
   static const std::map<Region, std::string> names = {
-      {Region::Arena, "arena"},         {Region::Weight, "weight"},
-      {Region::Pool, "pool"},           {Region::Tokens, "tokens"},
-      {Region::Positions, "positions"}, {Region::BlockTable, "block_table"},
-      {Region::Workspace, "workspace"}, {Region::Counters, "counters"},
-      {Region::Sampled, "sampled"},     {Region::Count, "count"},
-      {Region::Sampling, "sampling"},   {Region::History, "history"},
+      {Region::Arena, "arena"},
+      {Region::Weight, "weight"},
+      {Region::Pool, "pool"},
+      {Region::Tokens, "tokens"},
+      {Region::Positions, "positions"},
+      {Region::BlockTable, "block_table"},
+      {Region::Workspace, "workspace"},
+      {Region::Counters, "counters"},
+      {Region::Sampled, "sampled"},
+      {Region::Count, "count"},
+      {Region::Sampling, "sampling"},
+      {Region::History, "history"},
       {Region::RowSequence, "row_sequence"}};
   return names;
 }
@@ -111,8 +117,7 @@ Json programJson(const Bundle &b) {
       {"weights", weights},
       {"decode", {{"logits_offset", p.decodeLogits}, {"launches", launches}}},
       {"prefill",
-       {{"logits_offset", p.prefillLogits},
-        {"buckets", plansJson(p.prefill)}}},
+       {{"logits_offset", p.prefillLogits}, {"buckets", plansJson(p.prefill)}}},
       {"batches", plansJson(p.batches)}};
 }
 
@@ -226,10 +231,10 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   if (p.blockSize <= 0 || p.sequences <= 0 || p.sequences > 1024 ||
       p.tableBlocks * p.blockSize < p.maxPositions ||
       p.tableBlocks > (int64_t(1) << 24))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the KV pool's tables (", p.sequences, " sequences of ",
-        p.tableBlocks, " blocks of ", p.blockSize,
-        " tokens) do not cover max_positions ", p.maxPositions));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the KV pool's tables (", p.sequences, " sequences of ",
+                     p.tableBlocks, " blocks of ", p.blockSize,
+                     " tokens) do not cover max_positions ", p.maxPositions));
   p.workspaceFloats = j.at("workspace_floats").get<int64_t>();
   p.counters = j.at("counters").get<int64_t>();
   for (const Json &k : j.at("kernels"))

@@ -198,7 +198,8 @@ PlanDevice::prefillSequence(int32_t seq, std::span<const int32_t> tokens,
         absl::StrCat(name(), " device: no sequence slot ", seq));
   if (!tokens.empty())
     if (absl::Status s = checkPositions(
-            seq, std::vector<int32_t>{start, int32_t(start + tokens.size() - 1)});
+            seq,
+            std::vector<int32_t>{start, int32_t(start + tokens.size() - 1)});
         !s.ok())
       return s;
   // A prompt from position 0 starts a sequence: nothing seen yet.

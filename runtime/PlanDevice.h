@@ -84,11 +84,9 @@ public:
   absl::Status setTable(int32_t seq, std::span<const int32_t> blocks);
   /// Runs tokens [S] of slot `seq` at positions start .. start + S - 1 (from
   /// 0: a new sequence, its history cleared) and samples its next token.
-  absl::StatusOr<StepResult> prefillSequence(int32_t seq,
-                                             std::span<const int32_t> tokens,
-                                             int32_t start,
-                                             const SamplingParams &sampling,
-                                             bool logits);
+  absl::StatusOr<StepResult>
+  prefillSequence(int32_t seq, std::span<const int32_t> tokens, int32_t start,
+                  const SamplingParams &sampling, bool logits);
   /// One token each of rows.size() sequences in one step (the decode plan
   /// for one, else the smallest batch plan that holds them).
   absl::StatusOr<StepResult> decodeBatch(std::span<const BatchRow> rows,

@@ -22,19 +22,19 @@ namespace kiln {
 
 /// Where an argument points.
 enum class Region {
-  Arena,      // activations, at an offset in bytes
-  Weight,     // the weight buffer named by `weight`
-  Pool,       // the KV pool, at an offset in bytes
-  Tokens,     // int32 [rows]: token ids of the step
-  Positions,  // int32 [rows]: positions of the step
-  BlockTable, // int32 [sequences, tableBlocks]: every sequence's blocks
-  Workspace,  // float scratch: split-KV partials, a GEMM's output
-  Counters,   // uint32 counters, zero between launches
-  Sampled,    // int32 [rows]: the tokens the step's sampling kernel chose
-  Count,      // int32 [1]: the step's real row count (a bucket pads it)
-  Sampling,   // SamplingParams [sequences]: how each sequence samples
-  History,    // int32 [sequences, vocab]: how often each sequence has seen
-              // each token
+  Arena,       // activations, at an offset in bytes
+  Weight,      // the weight buffer named by `weight`
+  Pool,        // the KV pool, at an offset in bytes
+  Tokens,      // int32 [rows]: token ids of the step
+  Positions,   // int32 [rows]: positions of the step
+  BlockTable,  // int32 [sequences, tableBlocks]: every sequence's blocks
+  Workspace,   // float scratch: split-KV partials, a GEMM's output
+  Counters,    // uint32 counters, zero between launches
+  Sampled,     // int32 [rows]: the tokens the step's sampling kernel chose
+  Count,       // int32 [1]: the step's real row count (a bucket pads it)
+  Sampling,    // SamplingParams [sequences]: how each sequence samples
+  History,     // int32 [sequences, vocab]: how often each sequence has seen
+               // each token
   RowSequence, // int32 [rows]: the sequence (slot) of each row: a prefill's
                // rows are all one sequence, a batch's one row each
 };
@@ -108,8 +108,8 @@ struct Program {
   int64_t sequences = 1;   // slots: sequences that run at once
   int64_t tableBlocks = 0; // blocks in a sequence's table row
   int64_t workspaceFloats = 0, counters = 0;
-  std::vector<Launch> decode;       // one new token, ending with its sampling
-  int64_t decodeLogits = 0;         // arena offset of the [1, V] f32 logits
+  std::vector<Launch> decode;    // one new token, ending with its sampling
+  int64_t decodeLogits = 0;      // arena offset of the [1, V] f32 logits
   std::vector<StepPlan> prefill; // by ascending rows; never empty
   int64_t prefillLogits = 0;     // arena offset of the [S, V] f32 logits
   /// Decode steps of 2 to `sequences` sequences, by ascending rows; their

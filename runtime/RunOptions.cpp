@@ -5,8 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
+#include <chrono>
 #include <cmath>
+#include <fstream>
 
 namespace kiln {
 namespace {
@@ -16,19 +19,33 @@ absl::Status notA(const char *flag, const std::string &text, const char *what) {
 }
 } // namespace
 
-absl::StatusOr<std::vector<int32_t>> parsePromptIds(const std::string &text) {
-  if (text.empty())
-    return absl::InvalidArgumentError(
-        "--prompt-ids: give the prompt as token ids, e.g. --prompt-ids 1,2,3");
-  std::vector<int32_t> ids;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int32_t id;
-    if (!absl::SimpleAtoi(part, &id))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--prompt-ids: '", std::string(part), "' is not an integer"));
-    ids.push_back(id);
+absl::StatusOr<std::vector<std::vector<int32_t>>>
+parsePromptIds(const std::string &flag) {
+  std::string text = flag;
+  if (!flag.empty() && flag[0] == '@') {
+    std::ifstream in(flag.substr(1));
+    if (!in)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompt-ids: cannot read '", flag.substr(1), "'"));
+    text.assign(std::istreambuf_iterator<char>(in), {});
   }
-  return ids;
+  if (absl::StripAsciiWhitespace(text).empty())
+    return absl::InvalidArgumentError(
+        "--prompt-ids: give the prompt as token ids, e.g. --prompt-ids 1,2,3 "
+        "(several: 1,2,3;4,5)");
+  std::vector<std::vector<int32_t>> prompts;
+  for (absl::string_view line :
+       absl::StrSplit(text, absl::ByAnyChar(";\n"), absl::SkipWhitespace())) {
+    std::vector<int32_t> &ids = prompts.emplace_back();
+    for (absl::string_view part : absl::StrSplit(line, ',')) {
+      int32_t id;
+      if (!absl::SimpleAtoi(part, &id))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--prompt-ids: '", std::string(part), "' is not an integer"));
+      ids.push_back(id);
+    }
+  }
+  return prompts;
 }
 
 absl::StatusOr<int64_t> parseMaxNewTokens(const std::string &text) {
@@ -130,6 +147,131 @@ std::string generationReport(const std::string &model,
   if (!dumpPath.empty())
     absl::StrAppend(&out, "  logits    ", dumpPath, "\n");
   return out;
+}
+
+absl::StatusOr<RunResult> runRequests(Device &device, int64_t vocab,
+                                      int64_t maxPositions,
+                                      std::vector<Request> requests,
+                                      const SchedulerOptions &options) {
+  RunResult out;
+  auto start = std::chrono::steady_clock::now();
+  if (auto *plans = dynamic_cast<PlanDevice *>(&device)) {
+    Scheduler scheduler(*plans, options);
+    for (Request &r : requests)
+      if (auto id = scheduler.submit(std::move(r)); !id.ok())
+        return id.status();
+    if (absl::Status s = scheduler.run(); !s.ok())
+      return s;
+    for (int64_t i = 0; i < scheduler.requests(); ++i)
+      out.completions.push_back(scheduler.completion(i));
+    out.stats = scheduler.stats();
+  } else {
+    // One sequence at a time (the ref device).
+    for (const Request &r : requests)
+      if (absl::Status s =
+              checkPrompt(r.prompt, r.maxNewTokens, vocab, maxPositions);
+          !s.ok())
+        return s;
+    for (const Request &r : requests) {
+      auto g = generate(device, r.prompt, r.maxNewTokens, vocab, r.sampling,
+                        r.hooks);
+      if (!g.ok())
+        return g.status();
+      SchedulerStats &st = out.stats;
+      int64_t n = int64_t(g->tokens.size());
+      st.steps += n;
+      st.rows += n;
+      st.newTokens += n;
+      st.peakBatch = 1;
+      st.prefillSeconds += g->prefillSeconds;
+      st.decodeSeconds += g->decodeSeconds;
+      out.completions.push_back({std::move(*g), absl::OkStatus(), true});
+    }
+  }
+  out.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return out;
+}
+
+std::string dumpPathFor(const std::string &path, size_t i, size_t n) {
+  if (n == 1 || path.empty())
+    return path;
+  size_t dot = path.rfind('.');
+  size_t slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return absl::StrCat(path, ".", i);
+  return absl::StrCat(path.substr(0, dot), ".", i, path.substr(dot));
+}
+
+std::string batchReport(const std::string &model, const std::string &device,
+                        const RunResult &run, const SamplingParams &sampling,
+                        const std::string &dumpPath) {
+  const SchedulerStats &st = run.stats;
+  std::string out = absl::StrFormat(
+      "kiln: %s on %s: %d requests, batches of up to %d sequences\n", model,
+      device, run.completions.size(), st.peakBatch);
+  absl::StrAppendFormat(&out, "  prefill   %.2f ms in all\n",
+                        st.prefillSeconds * 1e3);
+  if (st.steps > 0)
+    absl::StrAppendFormat(&out,
+                          "  decode    %d steps, %d tokens, %.3f ms/step, "
+                          "%.1f tokens/s\n",
+                          st.steps, st.rows, st.decodeSeconds * 1e3 / st.steps,
+                          st.decodeSeconds > 0 ? st.rows / st.decodeSeconds
+                                               : 0.0);
+  absl::StrAppendFormat(&out,
+                        "  total     %d new tokens in %.2f s: %.1f tokens/s\n",
+                        st.newTokens, run.seconds,
+                        run.seconds > 0 ? st.newTokens / run.seconds : 0.0);
+  if (!sampling.greedy())
+    absl::StrAppendFormat(
+        &out, "  sampling  temperature %.2f, top-k %d, top-p %.2f, seed %u\n",
+        sampling.temperature, sampling.topK, sampling.topP, sampling.seed);
+  for (size_t i = 0; i < run.completions.size(); ++i) {
+    const Completion &c = run.completions[i];
+    const Generation &g = c.generation;
+    absl::StrAppendFormat(&out, "  request %d: %d prompt tokens, ", i,
+                          g.prompt.size());
+    if (!c.status.ok()) {
+      absl::StrAppend(&out, "failed: ", c.status.message(), "\n");
+      continue;
+    }
+    absl::StrAppendFormat(&out, "%d new:", g.tokens.size());
+    for (int32_t t : g.tokens)
+      absl::StrAppend(&out, " ", t);
+    out += "\n";
+    if (!dumpPath.empty())
+      absl::StrAppend(&out, "    logits  ",
+                      dumpPathFor(dumpPath, i, run.completions.size()), "\n");
+  }
+  return out;
+}
+
+absl::Status finishRun(const RunResult &run, const std::string &model,
+                       const std::string &device,
+                       const SamplingParams &sampling,
+                       const std::string &dumpPath, std::string &report) {
+  size_t n = run.completions.size();
+  absl::Status failed;
+  for (size_t i = 0; i < n; ++i) {
+    const Completion &c = run.completions[i];
+    if (!c.status.ok()) {
+      if (failed.ok())
+        failed = c.status;
+      continue;
+    }
+    if (!dumpPath.empty())
+      if (absl::Status s =
+              writeLogitsDump(dumpPathFor(dumpPath, i, n), c.generation);
+          !s.ok())
+        return s;
+  }
+  report = n == 1 && failed.ok()
+               ? generationReport(model, device, run.completions[0].generation,
+                                  sampling, dumpPath)
+               : batchReport(model, device, run, sampling, dumpPath);
+  return failed;
 }
 
 } // namespace kiln

@@ -11,6 +11,7 @@
 #include "runtime/Generate.h"
 #include "runtime/Program.h"
 #include "runtime/Sampling.h"
+#include "runtime/Scheduler.h"
 #include "runtime/Weights.h"
 
 #include "absl/status/statusor.h"
@@ -20,8 +21,10 @@
 
 namespace kiln {
 
-/// --prompt-ids 1,2,3.
-absl::StatusOr<std::vector<int32_t>> parsePromptIds(const std::string &text);
+/// --prompt-ids: one prompt "1,2,3", several "1,2,3;4,5" (a request
+/// each), or "@FILE": the same in a file, where lines separate prompts too.
+absl::StatusOr<std::vector<std::vector<int32_t>>>
+parsePromptIds(const std::string &text);
 
 /// --max-new-tokens: a non-negative integer.
 absl::StatusOr<int64_t> parseMaxNewTokens(const std::string &text);
@@ -46,6 +49,40 @@ openCheckpoint(const std::string &folder, const std::vector<WeightSpec> &specs);
 
 /// What a bundle's weight manifest needs of the checkpoint.
 std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws);
+
+/// Several requests run: every completion, and what the scheduler did.
+struct RunResult {
+  std::vector<Completion> completions;
+  SchedulerStats stats;
+  double seconds = 0; // wall time of the whole run
+};
+
+/// Runs `requests` on `device`: through the Scheduler, batched, when it
+/// runs plans (emu, cuda); one after another with generate() otherwise.
+/// Fails when the device does; a request's own fault is its completion's.
+absl::StatusOr<RunResult> runRequests(Device &device, int64_t vocab,
+                                      int64_t maxPositions,
+                                      std::vector<Request> requests,
+                                      const SchedulerOptions &options);
+
+/// --dump-logits of request i of n: the path for one request, else the
+/// path with ".i" before its extension (out.safetensors: out.0.safetensors).
+std::string dumpPathFor(const std::string &path, size_t i, size_t n);
+
+/// The lines a run of several requests prints: throughput, then each
+/// request's tokens (or its error).
+std::string batchReport(const std::string &model, const std::string &device,
+                        const RunResult &run, const SamplingParams &sampling,
+                        const std::string &dumpPath);
+
+/// The end of a run: writes each request's --dump-logits file and sets
+/// `report` (generationReport for one request, else batchReport). Fails
+/// with the first failed request's error (the report names them all) or a
+/// file that could not be written.
+absl::Status finishRun(const RunResult &run, const std::string &model,
+                       const std::string &device,
+                       const SamplingParams &sampling,
+                       const std::string &dumpPath, std::string &report);
 
 /// The lines a run prints: model, device, timings, sampling, tokens.
 std::string generationReport(const std::string &model,

@@ -259,8 +259,8 @@ CUdeviceptr CudaDevice::address(const Argument &a) const {
 
 absl::Status CudaDevice::clearHistory(int32_t seq) {
   int64_t bytes = program_.vocab * 4;
-  KILN_CU(memsetD8(regions_[Region::History] + CUdeviceptr(seq * bytes), 0,
-                   bytes));
+  KILN_CU(
+      memsetD8(regions_[Region::History] + CUdeviceptr(seq * bytes), 0, bytes));
   return absl::OkStatus();
 }
 

@@ -42,10 +42,12 @@ protected:
     std::vector<int32_t> fresh(kVocab, 0); // [V]
     std::vector<int32_t> &seen = history ? *history : fresh;
     std::vector<float> scratch(2 * kVocab); // [2, V]
+    std::vector<int32_t> seqs(count, 0);    // [rows]: all one sequence
     void *args[] = {const_cast<float *>(logits.data()),
                     &count,
                     &p,
                     tokens.data(),
+                    seqs.data(),
                     seen.data(),
                     scratch.data(),
                     &token};
@@ -144,6 +146,42 @@ TEST_F(SampleKernel, FrequenciesFollowTheProbabilities) {
     EXPECT_NEAR(counts[i], n * p, 5 * sd) << "token " << i;
   }
   EXPECT_EQ(counts[4] + counts[kVocab - 1], 0);
+}
+
+TEST_F(SampleKernel, ABatchSamplesEveryRowAsItsSequence) {
+  // Grid (rows): row b is a token of sequence seqs[b], drawn with that
+  // sequence's parameters and history; a padding row (at and past count)
+  // is left alone.
+  std::mt19937 rng(3);
+  constexpr int rows = 4, count = 3;
+  std::vector<float> logits = randomLogits(rng, rows); // [rows, V]
+  std::vector<int32_t> tokens = {5, 6, 7, 0}, seqs = {2, 0, 1, 0};
+  std::vector<SamplingParams> params = {
+      {0.9f, 0.9f, 0, 31, 4, 1.2f, 0.0f, 0.0f},  // sequence 0
+      {},                                        // sequence 1: greedy
+      {1.1f, 1.0f, 8, 32, 9, 1.0f, 0.3f, 0.1f}}; // sequence 2
+  std::vector<int32_t> history(3 * kVocab, 0);   // [sequences, V]
+  history[2 * kVocab + 9] = 2;
+  std::vector<float> scratch(rows * 2 * kVocab); // [rows, 2, V]
+  std::vector<int32_t> sampled(rows, -1);        // [rows]
+  int32_t n = count;
+  void *args[] = {logits.data(),  &n,
+                  params.data(),  tokens.data(),
+                  seqs.data(),    history.data(),
+                  scratch.data(), sampled.data()};
+  launch_(rows, 1, 1, threads_, args);
+  for (int b = 0; b < count; ++b) {
+    std::vector<int32_t> seen(kVocab, 0); // [V]
+    if (seqs[b] == 2)
+      seen[9] = 2;
+    ++seen[tokens[b]];
+    const float *row = &logits[b * kVocab];
+    EXPECT_EQ(sampled[b],
+              sampleOnHost(row, kVocab, params[seqs[b]], seen.data()))
+        << "row " << b;
+    EXPECT_EQ(history[seqs[b] * kVocab + tokens[b]], seen[tokens[b]]);
+  }
+  EXPECT_EQ(sampled[3], -1);
 }
 
 TEST(Sampling, CheckSampledNamesTheCut) {

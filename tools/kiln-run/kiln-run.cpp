@@ -1,9 +1,13 @@
 //===- kiln-run.cpp - a bundle on a GPU, with the runtime alone -----------===//
 //
 //   kiln-run model.kiln (--weights FOLDER | --random-weights)
-//            --prompt-ids 1,2,3
+//            --prompt-ids 1,2,3[;4,5,...] | --prompt-ids @FILE
 //            [--max-new-tokens N] [--device cuda|emu] [--dump-logits F]
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S]
+//            [--max-batch B] [--no-logits]
+//
+// Several prompts run as a batch, with continuous batching (at most B
+// sequences at once, the bundle's --max-batch by default).
 //
 // The runtime without the compiler (no MLIR, no LLVM), so that one binary,
 // built with static Abseil and libstdc++, runs on another Linux machine
@@ -16,6 +20,7 @@
 #include "runtime/RunOptions.h"
 #include "runtime/cuda/CudaDevice.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 #include <cstdio>
@@ -32,11 +37,11 @@ int fail(const absl::Status &status, int code = 1) {
 
 const char *kUsage =
     "usage: kiln-run BUNDLE (--weights FOLDER | --random-weights) "
-    "--prompt-ids 1,2,3 "
+    "--prompt-ids 1,2,3[;4,5,...]|@FILE "
     "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
     "[--temperature T] [--top-k K] [--top-p P] [--seed S] "
     "[--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F] "
-    "[--stop-ids 2,13]";
+    "[--stop-ids 2,13] [--max-batch B] [--no-logits]";
 } // namespace
 
 int main(int argc, char **argv) {
@@ -53,7 +58,9 @@ int main(int argc, char **argv) {
                                               {"repetition-penalty", "1"},
                                               {"presence-penalty", "0"},
                                               {"frequency-penalty", "0"},
-                                              {"stop-ids", ""}};
+                                              {"stop-ids", ""},
+                                              {"max-batch", "0"},
+                                              {"no-logits", "false"}};
   std::string bundlePath;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -71,7 +78,7 @@ int main(int argc, char **argv) {
       continue;
     }
     std::string name = arg.substr(2), value;
-    if (name == "random-weights") { // a switch: no value
+    if (name == "random-weights" || name == "no-logits") { // switches
       flags[name] = "true";
       continue;
     }
@@ -97,9 +104,20 @@ int main(int argc, char **argv) {
         absl::InvalidArgumentError(absl::StrCat(
             "name the bundle, and --weights or --random-weights; ", kUsage)),
         2);
-  auto prompt = parsePromptIds(flags["prompt-ids"]);
-  if (!prompt.ok())
-    return fail(prompt.status(), 2);
+  auto prompts = parsePromptIds(flags["prompt-ids"]);
+  if (!prompts.ok())
+    return fail(prompts.status(), 2);
+  int64_t maxBatch = 0;
+  if (!absl::SimpleAtoi(flags["max-batch"], &maxBatch) || maxBatch < 0)
+    return fail(absl::InvalidArgumentError(
+                    absl::StrCat("--max-batch: '", flags["max-batch"],
+                                 "' is not a batch size (0: the bundle's)")),
+                2);
+  bool keepLogits = flags["no-logits"] != "true";
+  if (!keepLogits && !flags["dump-logits"].empty())
+    return fail(absl::InvalidArgumentError(
+                    "--no-logits: there are no logits for --dump-logits"),
+                2);
   auto maxNew = parseMaxNewTokens(flags["max-new-tokens"]);
   if (!maxNew.ok())
     return fail(maxNew.status(), 2);
@@ -119,10 +137,11 @@ int main(int argc, char **argv) {
   if (!bundle.ok())
     return fail(bundle.status());
   const LlamaConfig &c = bundle->config;
-  if (absl::Status s =
-          checkPrompt(*prompt, *maxNew, c.vocabSize, c.maxPositions);
-      !s.ok())
-    return fail(s);
+  for (const std::vector<int32_t> &prompt : *prompts)
+    if (absl::Status s =
+            checkPrompt(prompt, *maxNew, c.vocabSize, c.maxPositions);
+        !s.ok())
+      return fail(s);
   std::unique_ptr<WeightSet> weights;
   if (!random) {
     auto opened = openCheckpoint(flags["weights"],
@@ -144,16 +163,17 @@ int main(int argc, char **argv) {
   auto stopIds = parseStopIds(flags["stop-ids"], c.vocabSize);
   if (!stopIds.ok())
     return fail(stopIds.status(), 2);
-  auto gen = generate(**dev, *prompt, *maxNew, c.vocabSize, *sampling,
-                      GenerateHooks{*stopIds, nullptr});
-  if (!gen.ok())
-    return fail(gen.status());
-  if (!flags["dump-logits"].empty())
-    if (absl::Status s = writeLogitsDump(flags["dump-logits"], *gen); !s.ok())
-      return fail(s);
-  std::fputs(generationReport(bundle->model, (*dev)->name(), *gen, *sampling,
-                              flags["dump-logits"])
-                 .c_str(),
-             stdout);
-  return 0;
+  std::vector<Request> requests;
+  for (std::vector<int32_t> &prompt : *prompts)
+    requests.push_back(
+        {std::move(prompt), *maxNew, *sampling, {*stopIds, nullptr}});
+  auto run = runRequests(**dev, c.vocabSize, c.maxPositions,
+                         std::move(requests), {maxBatch, keepLogits});
+  if (!run.ok())
+    return fail(run.status());
+  std::string report;
+  absl::Status finished = finishRun(*run, bundle->model, (*dev)->name(),
+                                    *sampling, flags["dump-logits"], report);
+  std::fputs(report.c_str(), stdout);
+  return finished.ok() ? 0 : fail(finished);
 }

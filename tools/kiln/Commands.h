@@ -25,6 +25,7 @@ llvm::cl::SubCommand &cacheCommand();
 extern llvm::cl::opt<std::string> dtypeFlag;
 extern llvm::cl::opt<bool> fusionFlag;
 extern llvm::cl::opt<std::string> cacheDirFlag;
+extern llvm::cl::opt<int64_t> maxBatchFlag;
 
 /// The frontend options the shared flags (--dtype, --fusion, --rope-layout,
 /// --prefill-tokens) ask for; a usage error names the bad flag.

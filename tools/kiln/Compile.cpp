@@ -86,8 +86,7 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
     // One pass manager for the whole pipeline, or one per stage when each
     // stage's IR is wanted.
     std::vector<const PipelineStage *> groups;
-    std::vector<PipelineStage> stages =
-        kilnPipelineStages(
+    std::vector<PipelineStage> stages = kilnPipelineStages(
         {opts.prefillTokens, opts.maxBatch, opts.maxContext});
     for (const PipelineStage &stage : stages)
       groups.push_back(&stage);

@@ -24,14 +24,22 @@ namespace kiln {
 namespace {
 cl::opt<std::string> model(cl::Positional, cl::desc("[MODEL]"),
                            cl::init("tiny-gqa"), cl::sub(runCommand()));
-cl::opt<std::string> promptText(
+cl::list<std::string> promptTexts(
     "prompt",
     cl::desc("The prompt as text, tokenized with the model folder's "
-             "tokenizer.model; the continuation is printed as it comes"),
+             "tokenizer.model; the continuation is printed as it comes. "
+             "Given more than once: a batch"),
     cl::value_desc("text"), cl::sub(runCommand()));
-cl::opt<std::string> promptIds("prompt-ids",
-                               cl::desc("The prompt as token ids: 1,2,3"),
-                               cl::value_desc("ids"), cl::sub(runCommand()));
+cl::opt<std::string>
+    promptIds("prompt-ids",
+              cl::desc("The prompt as token ids: 1,2,3; several for a batch: "
+                       "1,2,3;4,5; or @FILE, a prompt per line"),
+              cl::value_desc("ids"), cl::sub(runCommand()));
+cl::opt<bool> noLogits(
+    "no-logits",
+    cl::desc("Copy no logits to the host (no --dump-logits, no check of the "
+             "device's draws): for benchmarks"),
+    cl::sub(runCommand()));
 // Numbers are read as text so that a bad value gets kiln's own one-line
 // error (cl::opt's parser writes its own format straight to stderr).
 cl::opt<std::string> maxNewTokensFlag("max-new-tokens",
@@ -132,11 +140,15 @@ absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
 } // namespace
 
 int runRun() {
-  if (!promptText.empty() && !promptIds.empty())
+  if (!promptTexts.empty() && !promptIds.empty())
     return fail(absl::InvalidArgumentError(
                     "--prompt and --prompt-ids: give the prompt one way"),
                 2);
-  if (!stopStrings.empty() && promptText.empty())
+  if (noLogits && !dumpLogits.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--no-logits: there are no logits for --dump-logits"),
+                2);
+  if (!stopStrings.empty() && promptTexts.empty())
     return fail(absl::InvalidArgumentError(
                     "--stop: stop strings need a text prompt (--prompt) and "
                     "the model's tokenizer"),
@@ -146,27 +158,37 @@ int runRun() {
       return fail(absl::InvalidArgumentError("--stop: an empty stop string"),
                   2);
   // Text is tokenized once the model's folder is known.
-  absl::StatusOr<std::vector<int32_t>> prompt = std::vector<int32_t>();
-  if (promptText.empty())
-    prompt = parsePromptIds(promptIds);
-  if (!prompt.ok())
-    return fail(prompt.status(), 2);
+  absl::StatusOr<std::vector<std::vector<int32_t>>> prompts =
+      std::vector<std::vector<int32_t>>();
+  if (promptTexts.empty())
+    prompts = parsePromptIds(promptIds);
+  if (!prompts.ok())
+    return fail(prompts.status(), 2);
   std::unique_ptr<Tokenizer> tokenizer;
   auto tokenize = [&](const std::string &folder,
                       int64_t vocab) -> absl::Status {
-    if (promptText.empty())
+    if (promptTexts.empty())
       return absl::OkStatus();
     std::string error;
     tokenizer = Tokenizer::open(folder, vocab, error);
     if (!tokenizer)
       return absl::InvalidArgumentError(error);
-    *prompt = tokenizer->encode(promptText);
+    for (const std::string &text : promptTexts)
+      prompts->push_back(tokenizer->encode(text));
     return absl::OkStatus();
   };
   auto maxNew = parseMaxNewTokens(maxNewTokensFlag);
   if (!maxNew.ok())
     return fail(maxNew.status(), 2);
   int64_t maxNewTokens = *maxNew;
+  auto checkPrompts = [&](const LlamaConfig &c) -> absl::Status {
+    for (const std::vector<int32_t> &prompt : *prompts)
+      if (absl::Status s =
+              checkPrompt(prompt, maxNewTokens, c.vocabSize, c.maxPositions);
+          !s.ok())
+        return s;
+    return absl::OkStatus();
+  };
   auto samplingOr =
       parseSampling({temperatureFlag, topKFlag, topPFlag, seedFlag,
                      repetitionFlag, presenceFlag, frequencyFlag});
@@ -249,9 +271,7 @@ int runRun() {
     name = bundle->model;
     if (absl::Status s = tokenize(weightsFolder, c.vocabSize); !s.ok())
       return fail(s);
-    if (absl::Status s =
-            checkPrompt(*prompt, maxNewTokens, c.vocabSize, c.maxPositions);
-        !s.ok())
+    if (absl::Status s = checkPrompts(c); !s.ok())
       return fail(s);
     if (absl::Status s =
             openWeights(weightsFolder, manifestSpecs(bundle->program.weights));
@@ -277,9 +297,7 @@ int runRun() {
         weightsFolder.empty() ? compiled->source.folder : weightsFolder;
     if (absl::Status s = tokenize(folder, c.vocabSize); !s.ok())
       return fail(s);
-    if (absl::Status s =
-            checkPrompt(*prompt, maxNewTokens, c.vocabSize, c.maxPositions);
-        !s.ok())
+    if (absl::Status s = checkPrompts(c); !s.ok())
       return fail(s);
     if (absl::Status s = openWeights(folder, compiled->weights); !s.ok())
       return fail(s);
@@ -303,42 +321,65 @@ int runRun() {
   }
   if (!dev.ok())
     return fail(dev.status());
-  // With a tokenizer: the prompt, then the continuation as it comes, until
-  // the end-of-sequence token.
-  GenerateHooks hooks;
   auto stopIds = parseStopIds(stopIdsFlag, c.vocabSize);
   if (!stopIds.ok())
     return fail(stopIds.status(), 2);
-  hooks.stopTokens = *stopIds;
-  std::optional<TextStream> text;
-  if (tokenizer) {
-    llvm::outs() << promptText;
-    llvm::outs().flush();
-    text.emplace(
-        *tokenizer, *prompt,
-        [](const std::string &piece) {
-          llvm::outs() << piece;
-          llvm::outs().flush();
-        },
+  // With a tokenizer: each prompt, then its continuation as it comes, until
+  // the end-of-sequence token or a stop string. One prompt streams to the
+  // terminal; a batch's texts are printed as each request ends.
+  size_t n = prompts->size();
+  std::vector<std::string> texts(n);                   // [requests]
+  std::vector<std::unique_ptr<TextStream>> streams(n); // [requests]
+  std::vector<Request> requests;
+  for (size_t i = 0; i < n; ++i) {
+    Request &r = requests.emplace_back();
+    r.prompt = (*prompts)[i];
+    r.maxNewTokens = maxNewTokens;
+    r.sampling = sampling;
+    r.hooks.stopTokens = *stopIds;
+    if (!tokenizer)
+      continue;
+    texts[i] = promptTexts[i];
+    auto sink = [&, i](const std::string &piece) {
+      texts[i] += piece;
+      if (n == 1) {
+        llvm::outs() << piece;
+        llvm::outs().flush();
+      }
+    };
+    streams[i] = std::make_unique<TextStream>(
+        *tokenizer, r.prompt, sink,
         std::vector<std::string>(stopStrings.begin(), stopStrings.end()));
-    hooks.stopTokens.push_back(tokenizer->eos());
-    hooks.onToken = [&](int32_t t) { return text->add(t); };
+    r.hooks.stopTokens.push_back(tokenizer->eos());
+    r.hooks.onToken = [&, i](int32_t t) { return streams[i]->add(t); };
   }
-  auto gen =
-      generate(**dev, *prompt, maxNewTokens, c.vocabSize, sampling, hooks);
+  if (tokenizer && n == 1) {
+    llvm::outs() << promptTexts[0];
+    llvm::outs().flush();
+  }
+  SchedulerOptions options;
+  options.keepLogits = !noLogits;
+  // A bundle's slots are its own; --max-batch, when given, runs fewer.
+  if (maxBatchFlag.getNumOccurrences() > 0)
+    options.maxBatch = maxBatchFlag;
+  auto run = runRequests(**dev, c.vocabSize, c.maxPositions,
+                         std::move(requests), options);
   if (tokenizer) {
-    text->finish();
-    llvm::outs() << "\n";
+    for (size_t i = 0; i < n; ++i) {
+      streams[i]->finish();
+      if (n > 1)
+        llvm::outs() << "[request " << i << "] " << texts[i] << "\n";
+    }
+    if (n == 1)
+      llvm::outs() << "\n";
   }
-  if (!gen.ok())
-    return fail(gen.status());
-  if (!dumpLogits.empty())
-    if (absl::Status s = writeLogitsDump(dumpLogits, *gen); !s.ok())
-      return fail(s);
-
-  llvm::outs() << generationReport(name, (*dev)->name(), *gen, sampling,
-                                   dumpLogits);
-  return 0;
+  if (!run.ok())
+    return fail(run.status());
+  std::string report;
+  absl::Status finished =
+      finishRun(*run, name, (*dev)->name(), sampling, dumpLogits, report);
+  llvm::outs() << report;
+  return finished.ok() ? 0 : fail(finished);
 }
 
 } // namespace kiln

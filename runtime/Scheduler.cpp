@@ -1,0 +1,205 @@
+//===- Scheduler.cpp ------------------------------------------------------===//
+#include "runtime/Scheduler.h"
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/str_cat.h"
+
+#include <chrono>
+
+namespace kiln {
+namespace {
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+} // namespace
+
+Scheduler::Scheduler(PlanDevice &device, SchedulerOptions options)
+    : device_(device), options_(options), vocab_(device.program().vocab),
+      context_(
+          std::min(device.program().maxPositions,
+                   device.program().tableBlocks * device.program().blockSize)),
+      blocks_(device.program().poolBlocks, device.program().blockSize) {
+  int64_t slots = device.sequences();
+  if (options_.maxBatch <= 0 || options_.maxBatch > slots)
+    options_.maxBatch = slots;
+  for (int64_t s = slots - 1; s >= 0; --s)
+    freeSlots_.push_back(int32_t(s));
+}
+
+absl::StatusOr<int64_t> Scheduler::submit(Request request) {
+  if (absl::Status s = checkPrompt(request.prompt, request.maxNewTokens, vocab_,
+                                   device_.program().maxPositions);
+      !s.ok())
+    return s;
+  if (int64_t(request.prompt.size()) + request.maxNewTokens > context_)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prompt-ids: the prompt (", request.prompt.size(), " tokens) plus ",
+        request.maxNewTokens, " new tokens exceeds the ", context_,
+        " tokens a sequence may hold (compiled with --max-context)"));
+  requests_.push_back(std::move(request));
+  completions_.emplace_back();
+  completions_.back().generation.vocab = vocab_;
+  completions_.back().generation.prompt = requests_.back().prompt;
+  waiting_.push_back(int64_t(requests_.size()) - 1);
+  return int64_t(requests_.size()) - 1;
+}
+
+absl::Status Scheduler::check(Running &r, const float *logits, int32_t token) {
+  if (!options_.keepLogits)
+    return absl::OkStatus();
+  const Request &req = requests_[r.id];
+  SamplingParams params = req.sampling;
+  params.step = uint32_t(completions_[r.id].generation.tokens.size());
+  if (absl::Status s =
+          checkSampled(logits, vocab_, params, token, r.seen.data());
+      !s.ok())
+    return absl::InternalError(absl::StrCat(device_.name(), " device: request ",
+                                            r.id, " step ", params.step, ": ",
+                                            s.message()));
+  return absl::OkStatus();
+}
+
+void Scheduler::finish(size_t index, absl::Status status) {
+  Running &r = running_[index];
+  Completion &c = completions_[r.id];
+  c.status = std::move(status);
+  c.done = true;
+  blocks_.release(r.id);
+  freeSlots_.push_back(r.slot);
+  running_.erase(running_.begin() + ptrdiff_t(index));
+}
+
+absl::Status Scheduler::admit() {
+  while (!waiting_.empty() && int64_t(running_.size()) < options_.maxBatch &&
+         !freeSlots_.empty()) {
+    int64_t id = waiting_.front();
+    const Request &req = requests_[id];
+    Completion &c = completions_[id];
+    // Blocks for the prompt now; the decode steps take more as they go.
+    if (absl::Status s = blocks_.reserve(id, int64_t(req.prompt.size()));
+        !s.ok()) {
+      blocks_.release(id);
+      if (!running_.empty())
+        return absl::OkStatus(); // it waits for blocks to come back
+      // Nothing runs that could give blocks back: it can never fit.
+      waiting_.pop_front();
+      c.status = absl::ResourceExhaustedError(
+          absl::StrCat("request ", id, ": ", s.message()));
+      c.done = true;
+      continue;
+    }
+    waiting_.pop_front();
+    int32_t slot = freeSlots_.back();
+    freeSlots_.pop_back();
+    running_.push_back({id, slot, 0, {}});
+    Running &r = running_.back();
+    if (options_.keepLogits) {
+      r.seen.assign(vocab_, 0);
+      for (int32_t t : req.prompt)
+        ++r.seen[t];
+    }
+    if (absl::Status s = device_.setTable(slot, blocks_.blockTable(id));
+        !s.ok())
+      return s;
+    SamplingParams params = req.sampling;
+    params.step = 0; // step s of a request draws with (seed, s)
+    auto start = std::chrono::steady_clock::now();
+    auto out = device_.prefillSequence(slot, req.prompt, 0, params,
+                                       options_.keepLogits);
+    if (!out.ok())
+      return out.status();
+    c.generation.prefillSeconds = secondsSince(start);
+    stats_.prefillSeconds += c.generation.prefillSeconds;
+    c.generation.prefillLogits = std::move(out->logits);
+    r.next = out->sampled[0];
+    if (options_.keepLogits)
+      if (absl::Status s = check(
+              r, &c.generation.prefillLogits[(req.prompt.size() - 1) * vocab_],
+              r.next);
+          !s.ok())
+        return s;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<BatchRow> Scheduler::accept() {
+  std::vector<BatchRow> rows;
+  for (size_t i = 0; i < running_.size();) {
+    Running &r = running_[i];
+    const Request &req = requests_[r.id];
+    Generation &g = completions_[r.id].generation;
+    // As generate() does: a stop token ends it unkept; max_new_tokens
+    // ends it; a hook that says stop ends it after the token.
+    if (int64_t(g.tokens.size()) >= req.maxNewTokens ||
+        absl::c_linear_search(req.hooks.stopTokens, r.next)) {
+      finish(i);
+      continue;
+    }
+    g.tokens.push_back(r.next);
+    ++stats_.newTokens;
+    if (req.hooks.onToken && !req.hooks.onToken(r.next)) {
+      finish(i);
+      continue;
+    }
+    // The fed token's slot: one more block when it starts a new one.
+    int32_t position = int32_t(req.prompt.size() + g.tokens.size() - 1);
+    if (absl::Status s = blocks_.reserve(r.id, position + 1); !s.ok()) {
+      finish(i, absl::ResourceExhaustedError(
+                    absl::StrCat("request ", r.id, ": ", s.message())));
+      continue;
+    }
+    if (absl::Status s = device_.setTable(r.slot, blocks_.blockTable(r.id));
+        !s.ok()) {
+      finish(i, s);
+      continue;
+    }
+    if (options_.keepLogits)
+      ++r.seen[r.next];
+    SamplingParams params = req.sampling;
+    params.step = uint32_t(g.tokens.size());
+    rows.push_back({r.slot, r.next, position, params});
+    ++i;
+  }
+  return rows;
+}
+
+absl::Status Scheduler::step() {
+  if (absl::Status s = admit(); !s.ok())
+    return s;
+  std::vector<BatchRow> rows = accept();
+  if (rows.empty())
+    return absl::OkStatus();
+  auto start = std::chrono::steady_clock::now();
+  auto out = device_.decodeBatch(rows, options_.keepLogits);
+  if (!out.ok())
+    return out.status();
+  double seconds = secondsSince(start);
+  ++stats_.steps;
+  stats_.rows += int64_t(rows.size());
+  stats_.peakBatch = std::max(stats_.peakBatch, int64_t(rows.size()));
+  stats_.decodeSeconds += seconds;
+  // accept() kept the running sequences in the order of the rows.
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Running &r = running_[i];
+    Generation &g = completions_[r.id].generation;
+    g.decodeSeconds += seconds;
+    r.next = out->sampled[i];
+    if (!options_.keepLogits)
+      continue;
+    const float *row = &out->logits[i * vocab_];
+    g.decodeLogits.insert(g.decodeLogits.end(), row, row + vocab_);
+    if (absl::Status s = check(r, row, r.next); !s.ok())
+      return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::run() {
+  while (!idle())
+    if (absl::Status s = step(); !s.ok())
+      return s;
+  return absl::OkStatus();
+}
+
+} // namespace kiln
