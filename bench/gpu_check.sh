@@ -7,16 +7,17 @@
 #     fixtures' bundles, F32 and F16 weights: float16 tolerance, exact
 #     greedy tokens, as test/compare_logits.py judges);
 #   - measures the device's copy bandwidth (with PyTorch, when present);
-#   - measures llama2-7b (random fp16 weights) at batch 1: decode ms/token
-#     after prompts of 128 and 2048 tokens, and the prefill time of 512-
-#     and 2048-token prompts (time to first token);
+#   - measures llama2-7b (random fp16 weights): decode tokens/s at batch 1
+#     after prompts of 128 and 2048 tokens, throughput at batches of 8 and
+#     32, and the prefill time of 512- and 2048-token prompts (time to
+#     first token);
 # and writes a Markdown report to $OUT/gpu_check.md (else
 # /tmp/kiln-gpu-check), to be added to bench/RESULTS.md.
 #   - runs the same shapes in PyTorch with Hugging Face transformers (eager,
 #     and torch.compile with a static cache: bench/torch_peer.py) when they
-#     are installed.
-# Not yet here (issue 5): batches of 8 and 32 (they need the batch
-# scheduler) and the ratios to the peers in one table.
+#     are installed;
+#   - prints one table: tokens/s (or ms), model-bandwidth utilization, the
+#     ratio to each peer, and the issue's targets.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kiln-gpu-check}
@@ -106,36 +107,65 @@ print(f"Copy bandwidth: {2 * n * reps / seconds / 1e12:.2f} TB/s "
       f"(device-to-device copies of 1 GiB, read + write).")
 PY
 
-# Model-bandwidth utilization: the bytes a decode step must read (fp16
-# weights, and the KV cache at its context) over the time, over the copy
-# bandwidth measured above.
-bandwidth=$(sed -n 's/^Copy bandwidth: \([0-9.]*\) TB\/s.*/\1/p' "$out/bandwidth.txt")
-say ""
-say "llama2-7b, random fp16 weights, batch 1, kiln-run --device cuda:"
-say ""
-say "| prompt tokens | new tokens | prefill (TTFT) | decode | tokens/s | MBU |"
-say "|---|---|---|---|---|---|"
-for case in "128 128" "512 16" "2048 128"; do
-  read -r p n <<<"$case"
-  ids=$(python3 -c "import random; r = random.Random($p); print(','.join(str(r.randrange(1, 32000)) for _ in range($p)))")
-  if "$run" "$kit/llama2-7b.kiln" --random-weights --device cuda \
-    --prompt-ids "$ids" --max-new-tokens "$n" >"$out/7b-$p.txt" 2>&1; then
-    prefill=$(sed -n 's/^ *prefill *//p' "$out/7b-$p.txt")
-    decode=$(sed -n 's/^ *decode *//p' "$out/7b-$p.txt")
-    rate=$(echo "$decode" | awk '{ if ($1 > 0) printf "%.0f", 1000 / $1 }')
-    mbu=$(echo "$decode" | awk -v bw="$bandwidth" -v ctx="$((p + n / 2))" \
-      '{ if ($1 > 0 && bw > 0) printf "%.0f%%", 100 * (13.48e9 + 524288 * ctx) / ($1 / 1000) / (bw * 1e12); else print "-" }')
-    say "| $p | $n | $prefill | $decode | $rate | $mbu |"
+# llama2-7b with random fp16 weights, on each case: kiln-run (the requests
+# run twice on one device and the second run is measured: the first loads
+# modules, lets cuBLAS choose and captures the decode graphs), then the
+# PyTorch peers on the same cases, then one table.
+#   name      prompt new batch
+cases="decode-128  128  128 1
+decode-2048 2048 128 1
+batch-8     128  128 8
+batch-32    128  128 32
+ttft-512    512  1   1
+ttft-2048   2048 1   1"
+kiln_rows="$out/kiln.tsv"
+: >"$kiln_rows"
+while read -r name p n b; do
+  python3 -c "
+import random
+for i in range($b):
+    r = random.Random($p * 1000 + i)
+    print(','.join(str(r.randrange(1, 32000)) for _ in range($p)))
+" >"$out/prompts-$name.txt"
+  if "$run" "$kit/llama2-7b.kiln" --random-weights --device cuda --no-logits \
+    --repeat 2 --max-batch "$b" --prompt-ids "@$out/prompts-$name.txt" \
+    --max-new-tokens "$n" >"$out/7b-$name.txt" 2>&1; then
+    python3 - "$out/7b-$name.txt" "$name" "$p" "$n" "$b" >>"$kiln_rows" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+name, p, n, b = sys.argv[2], *map(int, sys.argv[3:])
+if b == 1:  # one request: prefill X ms, decode Y ms/token
+    ttft = float(re.search(r"prefill +([0-9.]+) ms", text).group(1))
+    d = re.search(r"decode +([0-9.]+) ms/token", text)
+    rate = 1000 / float(d.group(1)) if d else 0
+else:  # a batch: decode S steps, T tokens, Z ms/step, R tokens/s
+    ttft = 0
+    rate = float(re.search(r"([0-9.]+) tokens/s\n", text).group(1))
+print(f"{name}\t{p}\t{n}\t{b}\t{ttft}\t{rate}")
+PY
   else
     status=1
-    say "| $p | $n | FAIL: $(tail -1 "$out/7b-$p.txt") | | | |"
+    say "FAIL: llama2-7b $name: $(tail -1 "$out/7b-$name.txt")"
   fi
-done
+done <<<"$cases"
 
 # The PyTorch peers on the same GPU, when PyTorch and transformers are here
-# (time-boxed: torch.compile of llama2-7b takes minutes).
+# (time-boxed: torch.compile of llama2-7b takes minutes; each result is
+# kept as it comes).
+peers="$out/peers.jsonl"
+: >"$peers"
+timeout 300 python3 bench/torch_peer.py --model llama2-7b \
+  --cases 128:128:1,2048:128:1,128:128:8,128:128:32,512:2:1 --json "$peers" \
+  >"$out/torch_peer.md" 2>"$out/torch_peer.log" ||
+  echo "(PyTorch peers stopped: $(tail -1 "$out/torch_peer.log"))" >>"$out/torch_peer.md"
+
+# One table: kiln, its model-bandwidth utilization (the weight and KV bytes
+# a decode step reads, over the step time, over the copy bandwidth), each
+# peer and kiln's ratio to it (above 1: kiln is faster), and the targets.
 say ""
-timeout 300 python3 bench/torch_peer.py --model llama2-7b --cases 128:128,2048:128 \
-  2>"$out/torch_peer.log" | tee -a "$report" ||
-  say "PyTorch peers: stopped ($(tail -1 "$out/torch_peer.log"))"
+python3 bench/gpu_table.py "$kiln_rows" "$peers" "$out/bandwidth.txt" | tee -a "$report"
+say ""
+say "PyTorch peers as measured:"
+say ""
+cat "$out/torch_peer.md" | tee -a "$report"
 exit $status

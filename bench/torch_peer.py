@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""torch_peer.py [--model llama2-7b|tiny] [--device cuda|cpu]: the PyTorch
-peers of bench/gpu_check.sh. Hugging Face transformers' LlamaForCausalLM
-with random fp16 weights of the model's shapes (fp32 on the CPU), greedy,
-batch 1, measured two ways: eager, and torch.compile with a static KV cache
-(the documented fast path). For each prompt length it reports the time to
-the first token (a generate() of one token) and decode tokens/s (the extra
-time of N more tokens). Prints Markdown table rows; exits 0 with a note
-when torch or transformers is missing."""
-import argparse, sys, time
+"""torch_peer.py [--model llama2-7b|tiny] [--device cuda|cpu] [--cases
+P:N[:B],...] [--json FILE]: the PyTorch peers of bench/gpu_check.sh. Hugging
+Face transformers' LlamaForCausalLM with random fp16 weights of the
+model's shapes (fp32 on the CPU), greedy, measured two ways: eager, and
+torch.compile with a static KV cache (the documented fast path). For each
+case (B prompts of P tokens, N new tokens each; B defaults to 1) it
+reports the time to the first token (a generate() of one token) and decode
+tokens/s over the batch (the extra time of N - 1 more tokens). Prints
+Markdown table rows, and with --json appends one JSON object per result to
+FILE as it is measured (a time-boxed run keeps what it finished); exits 0
+with a note when torch or transformers is missing."""
+import argparse, json, sys, time
 
 SHAPES = {
     "llama2-7b": dict(hidden_size=4096, intermediate_size=11008,
@@ -26,7 +29,8 @@ def main():
     ap.add_argument("--model", default="llama2-7b", choices=SHAPES)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--cases", default="128:128,2048:128",
-                    help="prompt:new token pairs")
+                    help="prompt:new[:batch] triples")
+    ap.add_argument("--json", help="append each result to this file")
     args = ap.parse_args()
     try:
         import torch
@@ -52,16 +56,17 @@ def main():
     def timed_generate(ids, n, **kw):
         sync()
         start = time.perf_counter()
-        model.generate(ids, max_new_tokens=n, min_new_tokens=n,
+        model.generate(ids, attention_mask=torch.ones_like(ids),
+                       pad_token_id=0, max_new_tokens=n, min_new_tokens=n,
                        do_sample=False, **kw)
         sync()
         return time.perf_counter() - start
 
     print(f"PyTorch {torch.__version__}, transformers {transformers.__version__}, "
-          f"{args.model}, {dtype}, batch 1, {args.device}:")
+          f"{args.model}, {dtype}, {args.device}:")
     print()
-    print("| peer | prompt tokens | new tokens | time to first token | decode tokens/s |")
-    print("|---|---|---|---|---|")
+    print("| peer | batch | prompt tokens | new tokens | time to first token | decode tokens/s |")
+    print("|---|---|---|---|---|---|")
     variants = [("eager", {})]
     variants.append(("torch.compile, static cache",
                      {"cache_implementation": "static"}))
@@ -72,18 +77,23 @@ def main():
                                               mode="reduce-overhead",
                                               fullgraph=True)
             for case in args.cases.split(","):
-                p, n = map(int, case.split(":"))
-                ids = torch.randint(1, config.vocab_size, (1, p),
+                p, n, b = (list(map(int, case.split(":"))) + [1])[:3]
+                ids = torch.randint(1, config.vocab_size, (b, p),
                                     device=args.device)
                 for _ in range(2):  # warm up (and compile)
                     timed_generate(ids, n, **kw)
                 first = min(timed_generate(ids, 1, **kw) for _ in range(3))
                 whole = min(timed_generate(ids, n, **kw) for _ in range(2))
-                rate = (n - 1) / max(whole - first, 1e-9)
-                print(f"| {name} | {p} | {n} | {first * 1e3:.1f} ms | "
+                rate = b * (n - 1) / max(whole - first, 1e-9)
+                print(f"| {name} | {b} | {p} | {n} | {first * 1e3:.1f} ms | "
                       f"{rate:.0f} |", flush=True)
+                if args.json:
+                    with open(args.json, "a") as f:
+                        f.write(json.dumps(dict(
+                            peer=name, batch=b, prompt=p, new=n,
+                            ttft_ms=first * 1e3, tokens_per_s=rate)) + "\n")
         except Exception as e:  # a peer that fails is reported, not fatal
-            print(f"| {name} | | | failed: {type(e).__name__}: "
+            print(f"| {name} | | | | failed: {type(e).__name__}: "
                   f"{str(e).splitlines()[0][:120]} | |", flush=True)
     return 0
 

@@ -227,14 +227,15 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   p.blockSize = j.at("pool").at("block_size").get<int64_t>();
   p.sequences = j.at("pool").at("sequences").get<int64_t>();
   p.tableBlocks = j.at("pool").at("table_blocks").get<int64_t>();
-  // Each sequence's table covers its context; the tables fit in memory.
-  if (p.blockSize <= 0 || p.sequences <= 0 || p.sequences > 1024 ||
-      p.tableBlocks * p.blockSize < p.maxPositions ||
-      p.tableBlocks > (int64_t(1) << 24))
-    return absl::InvalidArgumentError(
-        absl::StrCat("the KV pool's tables (", p.sequences, " sequences of ",
-                     p.tableBlocks, " blocks of ", p.blockSize,
-                     " tokens) do not cover max_positions ", p.maxPositions));
+  // Tables of 1 to 1024 sequences, each of at most the context's blocks
+  // (fewer when compiled with --max-context).
+  if (p.blockSize <= 0 || p.blockSize > p.maxPositions || p.sequences <= 0 ||
+      p.sequences > 1024 || p.tableBlocks <= 0 ||
+      p.tableBlocks > (p.maxPositions + p.blockSize - 1) / p.blockSize)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the KV pool's tables (", p.sequences, " sequences of ",
+        p.tableBlocks, " blocks of ", p.blockSize,
+        " tokens) do not fit a context of ", p.maxPositions, " tokens"));
   p.workspaceFloats = j.at("workspace_floats").get<int64_t>();
   p.counters = j.at("counters").get<int64_t>();
   for (const Json &k : j.at("kernels"))

@@ -237,7 +237,12 @@ std::string batchReport(const std::string &model, const std::string &device,
       absl::StrAppend(&out, "failed: ", c.status.message(), "\n");
       continue;
     }
-    absl::StrAppendFormat(&out, "%d new:", g.tokens.size());
+    absl::StrAppendFormat(&out, "%d new, prefill %.2f ms", g.tokens.size(),
+                          g.prefillSeconds * 1e3);
+    if (!g.tokens.empty())
+      absl::StrAppendFormat(&out, ", decode %.3f ms/token",
+                            g.decodeSeconds * 1e3 / g.tokens.size());
+    out += ":";
     for (int32_t t : g.tokens)
       absl::StrAppend(&out, " ", t);
     out += "\n";

@@ -22,8 +22,9 @@ for m in tiny-gqa tiny-mha; do
   build/bin/kiln compile "test/fixtures/$m/model-f16" -o "gpu-kit/$m.kiln" \
     --target sm_80,sm_90 >/dev/null
 done
-# llama2-7b's shapes, for the benchmark with --random-weights.
-build/bin/kiln compile llama2-7b -o gpu-kit/llama2-7b.kiln \
+# llama2-7b's shapes, for the benchmark with --random-weights: batches of up
+# to 32 sequences of up to 2304 tokens (a 37.7 GB KV pool).
+build/bin/kiln compile llama2-7b -o gpu-kit/llama2-7b.kiln --max-batch 32 --max-context 2304 \
   --target sm_80,sm_90 >/dev/null
 # Should the GPU machine's C library be older than this one's, gpu_check.sh
 # builds kiln-run there from the repository with these.

@@ -4,10 +4,13 @@
 //            --prompt-ids 1,2,3[;4,5,...] | --prompt-ids @FILE
 //            [--max-new-tokens N] [--device cuda|emu] [--dump-logits F]
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S]
-//            [--max-batch B] [--no-logits]
+//            [--max-batch B] [--no-logits] [--repeat N]
 //
 // Several prompts run as a batch, with continuous batching (at most B
-// sequences at once, the bundle's --max-batch by default).
+// sequences at once, the bundle's --max-batch by default). For benchmarks,
+// --repeat runs the requests N times on the same device and reports the
+// last run: the first ones warm it up (modules loaded, cuBLAS's choices
+// made, the decode graphs captured).
 //
 // The runtime without the compiler (no MLIR, no LLVM), so that one binary,
 // built with static Abseil and libstdc++, runs on another Linux machine
@@ -41,7 +44,7 @@ const char *kUsage =
     "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
     "[--temperature T] [--top-k K] [--top-p P] [--seed S] "
     "[--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F] "
-    "[--stop-ids 2,13] [--max-batch B] [--no-logits]";
+    "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N]";
 } // namespace
 
 int main(int argc, char **argv) {
@@ -60,7 +63,8 @@ int main(int argc, char **argv) {
                                               {"frequency-penalty", "0"},
                                               {"stop-ids", ""},
                                               {"max-batch", "0"},
-                                              {"no-logits", "false"}};
+                                              {"no-logits", "false"},
+                                              {"repeat", "1"}};
   std::string bundlePath;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -112,6 +116,12 @@ int main(int argc, char **argv) {
     return fail(absl::InvalidArgumentError(
                     absl::StrCat("--max-batch: '", flags["max-batch"],
                                  "' is not a batch size (0: the bundle's)")),
+                2);
+  int64_t repeat = 1;
+  if (!absl::SimpleAtoi(flags["repeat"], &repeat) || repeat < 1 ||
+      repeat > 100)
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+                    "--repeat: '", flags["repeat"], "' is not from 1 to 100")),
                 2);
   bool keepLogits = flags["no-logits"] != "true";
   if (!keepLogits && !flags["dump-logits"].empty())
@@ -167,10 +177,13 @@ int main(int argc, char **argv) {
   for (std::vector<int32_t> &prompt : *prompts)
     requests.push_back(
         {std::move(prompt), *maxNew, *sampling, {*stopIds, nullptr}});
-  auto run = runRequests(**dev, c.vocabSize, c.maxPositions,
-                         std::move(requests), {maxBatch, keepLogits});
-  if (!run.ok())
-    return fail(run.status());
+  absl::StatusOr<RunResult> run;
+  for (int64_t i = 0; i < repeat; ++i) {
+    run = runRequests(**dev, c.vocabSize, c.maxPositions, requests,
+                      {maxBatch, keepLogits});
+    if (!run.ok())
+      return fail(run.status());
+  }
   std::string report;
   absl::Status finished = finishRun(*run, bundle->model, (*dev)->name(),
                                     *sampling, flags["dump-logits"], report);
