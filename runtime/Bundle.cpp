@@ -233,9 +233,9 @@ absl::Status readProgram(const Json &j, Bundle &b) {
       p.sequences > 1024 || p.tableBlocks <= 0 ||
       p.tableBlocks > (p.maxPositions + p.blockSize - 1) / p.blockSize)
     return absl::InvalidArgumentError(absl::StrCat(
-        "the KV pool's tables (", p.sequences, " sequences of ",
-        p.tableBlocks, " blocks of ", p.blockSize,
-        " tokens) do not fit a context of ", p.maxPositions, " tokens"));
+        "the KV pool's tables (", p.sequences, " sequences of ", p.tableBlocks,
+        " blocks of ", p.blockSize, " tokens) do not fit a context of ",
+        p.maxPositions, " tokens"));
   p.workspaceFloats = j.at("workspace_floats").get<int64_t>();
   p.counters = j.at("counters").get<int64_t>();
   for (const Json &k : j.at("kernels"))

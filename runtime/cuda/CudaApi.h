@@ -74,6 +74,9 @@ struct Cublas {
   int (*create)(Handle *);
   int (*destroy)(Handle);
   int (*setStream)(Handle, CUstream);
+  // Our own workspace: cuBLAS then allocates nothing while a graph is
+  // captured (setStream resets it, so it is set after).
+  int (*setWorkspace)(Handle, void *, size_t);
   // cublasGemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B,
   // Btype, ldb, beta, C, Ctype, ldc, computeType, algo)
   int (*gemmEx)(Handle, int, int, int, int, int, const void *, const void *,

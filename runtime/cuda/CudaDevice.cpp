@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace kiln {
 namespace {
@@ -82,9 +83,19 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
     if (!blas.ok())
       return blas.status();
     dev->blas_ = *blas;
+    // 32 MiB: what cuBLAS asks for on Hopper.
+    constexpr size_t workspace = 32 << 20;
+    CUdeviceptr scratch;
+    KILN_CU(memAlloc(&scratch, workspace));
+    dev->allocations_.push_back(scratch);
     if (dev->blas_->create(&dev->blasHandle_) != 0 ||
-        dev->blas_->setStream(dev->blasHandle_, dev->stream_) != 0)
-      return absl::InternalError("cuda device: cublasCreate failed");
+        dev->blas_->setStream(dev->blasHandle_, dev->stream_) != 0 ||
+        dev->blas_->setWorkspace(dev->blasHandle_,
+                                 reinterpret_cast<void *>(scratch),
+                                 workspace) != 0)
+      return absl::InternalError(
+          "cuda device: cublasCreate, cublasSetStream or cublasSetWorkspace "
+          "failed");
   }
   return dev;
 }
@@ -177,14 +188,10 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
       {Region::Pool, p.poolBytes},
       {Region::Workspace, p.workspaceFloats * 4},
       {Region::Counters, p.counters * 4},
-      {Region::Tokens, rows * 4},
-      {Region::Positions, rows * 4},
-      {Region::RowSequence, rows * 4},
       {Region::BlockTable, int64_t(tables_.size()) * 4},
-      {Region::Count, 4},
       {Region::Sampled, rows * 4},
-      {Region::Sampling, p.sequences * int64_t(sizeof(SamplingParams))},
-      {Region::History, p.sequences * p.vocab * 4}};
+      {Region::History, p.sequences * p.vocab * 4},
+      {Region::Tokens, inputBytes()}};
   int64_t total = weightBytes;
   for (auto [region, bytes] : sizes)
     total += bytes;
@@ -206,6 +213,10 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
   for (auto [region, bytes] : sizes)
     if (absl::Status s = alloc(bytes, regions_[region]); !s.ok())
       return s;
+  // The step's inputs share one allocation (at Tokens), sent in one copy.
+  for (auto [region, offset] : inputLayout())
+    regions_[region] = regions_[Region::Tokens] + CUdeviceptr(offset);
+  staging_.resize(inputBytes());
   if (absl::Status s = sendTables(); !s.ok())
     return s;
   for (const WeightBuffer &w : p.weights)
@@ -264,13 +275,33 @@ absl::Status CudaDevice::clearHistory(int32_t seq) {
   return absl::OkStatus();
 }
 
-absl::Status CudaDevice::sendInputs(int64_t rows) {
-  KILN_CU(memcpyHtoD(regions_[Region::Tokens], tokens_.data(), rows * 4));
-  KILN_CU(memcpyHtoD(regions_[Region::Positions], positions_.data(), rows * 4));
-  KILN_CU(memcpyHtoD(regions_[Region::RowSequence], rowSeqs_.data(), rows * 4));
-  KILN_CU(memcpyHtoD(regions_[Region::Count], &count_, 4));
-  KILN_CU(memcpyHtoD(regions_[Region::Sampling], sampling_.data(),
-                     sampling_.size() * sizeof(SamplingParams)));
+std::vector<std::pair<Region, int64_t>> CudaDevice::inputLayout() const {
+  // [rows] tokens, positions, sequences; the count; [sequences] sampling.
+  int64_t rows = int64_t(tokens_.size());
+  return {{Region::Tokens, 0},
+          {Region::Positions, rows * 4},
+          {Region::RowSequence, rows * 8},
+          {Region::Count, rows * 12},
+          {Region::Sampling, rows * 12 + 16}};
+}
+
+int64_t CudaDevice::inputBytes() const {
+  return int64_t(tokens_.size()) * 12 + 16 +
+         int64_t(sampling_.size() * sizeof(SamplingParams));
+}
+
+absl::Status CudaDevice::sendInputs(int64_t) {
+  // One copy of all the inputs: each one costs a driver round trip.
+  char *at = staging_.data();
+  int64_t rows = int64_t(tokens_.size());
+  std::memcpy(at, tokens_.data(), rows * 4);
+  std::memcpy(at + rows * 4, positions_.data(), rows * 4);
+  std::memcpy(at + rows * 8, rowSeqs_.data(), rows * 4);
+  std::memcpy(at + rows * 12, &count_, 4);
+  std::memcpy(at + rows * 12 + 16, sampling_.data(),
+              sampling_.size() * sizeof(SamplingParams));
+  KILN_CU(
+      memcpyHtoD(regions_[Region::Tokens], staging_.data(), staging_.size()));
   return absl::OkStatus();
 }
 

@@ -43,6 +43,10 @@ public:
 private:
   explicit CudaDevice(Program program) : PlanDevice(std::move(program)) {}
   absl::Status sendInputs(int64_t rows) override;
+  /// Where each step input lies in their one allocation (bytes), and its
+  /// size.
+  std::vector<std::pair<Region, int64_t>> inputLayout() const;
+  int64_t inputBytes() const;
   absl::Status sendTables() override;
   absl::Status run(const std::vector<Launch> &launches) override;
   absl::Status clearHistory(int32_t seq) override;
@@ -67,6 +71,7 @@ private:
   std::vector<CUfunction> functions_; // by kernel index
   std::map<Region, CUdeviceptr> regions_;
   std::map<std::string, CUdeviceptr> weights_;
+  std::vector<char> staging_; // the step's inputs, packed for one copy
   std::vector<CUdeviceptr> allocations_;
   CUstream stream_ = nullptr; // every launch; syncs with the default
   // The decode plans' graphs, captured once each; null: it failed (run

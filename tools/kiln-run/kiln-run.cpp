@@ -118,8 +118,7 @@ int main(int argc, char **argv) {
                                  "' is not a batch size (0: the bundle's)")),
                 2);
   int64_t repeat = 1;
-  if (!absl::SimpleAtoi(flags["repeat"], &repeat) || repeat < 1 ||
-      repeat > 100)
+  if (!absl::SimpleAtoi(flags["repeat"], &repeat) || repeat < 1 || repeat > 100)
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--repeat: '", flags["repeat"], "' is not from 1 to 100")),
                 2);
