@@ -31,6 +31,8 @@ struct FrontendOptions {
   /// context): the KV pool holds them all (kiln-plan-kv-pool's max-batch
   /// and max-context).
   int64_t maxBatch = 1, maxContext = 0;
+  /// Bytes for the KV pool (0: what maxBatch sequences of maxContext need).
+  int64_t kvMemory = 0;
 };
 
 /// Builds the module: `func.func @prefill` (a run of S new tokens, S

@@ -32,6 +32,8 @@ struct PipelineOptions {
   /// Sequences that run at once, and tokens per sequence (0: the model's
   /// context): what the KV pool holds.
   int64_t maxBatch = 1, maxContext = 0;
+  /// Bytes for the KV pool; 0: maxBatch sequences at maxContext.
+  int64_t kvMemory = 0;
 };
 
 /// The default pipeline, step by step: every fusion in the order they

@@ -28,6 +28,7 @@ std::vector<PipelineStage> kilnPipelineStages(const PipelineOptions &opts) {
   KilnPlanKVPoolOptions pool;
   pool.maxBatch = opts.maxBatch;
   pool.maxContext = opts.maxContext;
+  pool.memoryBudget = opts.kvMemory;
   return {
       onFunctions("kiln-fuse-rmsnorm-matmul", createKilnFuseRMSNormMatmul),
       onFunctions("kiln-fuse-swiglu", createKilnFuseSwiGLU),

@@ -87,7 +87,7 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
     // stage's IR is wanted.
     std::vector<const PipelineStage *> groups;
     std::vector<PipelineStage> stages = kilnPipelineStages(
-        {opts.prefillTokens, opts.maxBatch, opts.maxContext});
+        {opts.prefillTokens, opts.maxBatch, opts.maxContext, opts.kvMemory});
     for (const PipelineStage &stage : stages)
       groups.push_back(&stage);
     for (size_t i = 0; i < groups.size();) {

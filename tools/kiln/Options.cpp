@@ -79,6 +79,13 @@ cl::opt<int64_t> maxContextFlag(
              "context)"),
     cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()));
 
+cl::opt<int64_t> kvMemoryFlag(
+    "kv-memory",
+    cl::desc("Bytes for the KV pool (default: --max-batch sequences at "
+             "--max-context); sequences share it, and one that finds it "
+             "full fails alone"),
+    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()));
+
 absl::StatusOr<FrontendOptions> frontendOptions() {
   FrontendOptions opts;
   if (dtypeFlag != "f16" && dtypeFlag != "bf16" && dtypeFlag != "f32")
@@ -101,7 +108,12 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-context: ", int64_t(maxContextFlag),
                      " is not a token count (0: the model's context)"));
+  if (kvMemoryFlag < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-memory: ", int64_t(kvMemoryFlag),
+                     " is not a byte count (0: what the batch needs)"));
   opts.maxBatch = maxBatchFlag;
+  opts.kvMemory = kvMemoryFlag;
   opts.maxContext = maxContextFlag;
   return opts;
 }
