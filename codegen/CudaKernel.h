@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,14 @@ struct CodegenOptions {
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
   std::vector<int64_t> prefillBuckets;
+  /// Knobs that differ by plan (the tuner's winners, kiln compile
+  /// --tuning-db): "name=value,..." for the prefill bucket of that many
+  /// rows, and for the batched decode of that many sequences. A plan with
+  /// knobs of its own runs its own variants of the kernels they change,
+  /// named with "@" and the knobs.
+  std::map<int64_t, std::string> prefillKnobs, batchKnobs;
+  /// Appended to the name of every kernel emitted (a variant's "@...").
+  std::string kernelSuffix;
 };
 
 /// The batched decode plans of `sequences` slots: 2, 4, 8, ... and

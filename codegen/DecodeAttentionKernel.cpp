@@ -65,7 +65,8 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
   // Enough warps that one thread per head dimension can merge them.
   int warps = std::max<int>(opts.attentionWarps, int((dh + 31) / 32));
 
-  CudaKernel k = kernelFor(op, batch ? kBatchSuffix : "");
+  CudaKernel k =
+      kernelFor(op, std::string(batch ? kBatchSuffix : "") + opts.kernelSuffix);
   k.params = {{ParamKind::Activation, "q"},
               {ParamKind::KCache, "k_cache"},
               {ParamKind::VCache, "v_cache"},

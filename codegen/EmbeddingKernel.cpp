@@ -21,7 +21,7 @@ llvm::Expected<CudaKernel> emitEmbedding(Operation *op,
   int vec = vectorWidth(d, opts.maxVectorWidth);
   constexpr int threads = 128;
 
-  CudaKernel k = kernelFor(op);
+  CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.params = {{ParamKind::Tokens, "tokens"},
               {ParamKind::Weight, "table"},
               {ParamKind::Activation, "out"}};

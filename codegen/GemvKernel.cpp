@@ -46,7 +46,7 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
   int vec = vectorWidth(kdim, opts.maxVectorWidth);
   int rows = opts.gemvWarps, splitK = opts.gemvSplitK;
 
-  CudaKernel k = kernelFor(op);
+  CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.params = {{ParamKind::Activation, "x"}, {ParamKind::Weight, "w"}};
   if (residual)
     k.params.push_back({ParamKind::Activation, "residual"});

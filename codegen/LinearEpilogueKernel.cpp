@@ -26,7 +26,7 @@ llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
   auto [n, kdim, tasks, eps, swiglu, residual] = *shape;
   int threads = opts.epilogueThreads;
 
-  CudaKernel k = kernelFor(op);
+  CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.afterGemm = true;
   k.params = {{ParamKind::Activation, "x"}, {ParamKind::Workspace, "c"}};
   if (residual)

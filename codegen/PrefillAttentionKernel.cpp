@@ -33,7 +33,7 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
                                    "even head dim (it moves pairs of halves)");
   int warps = opts.attentionWarps, rows = opts.prefillAttentionRows;
 
-  CudaKernel k = kernelFor(op);
+  CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.params = {
       {ParamKind::Activation, "q"},     {ParamKind::KCache, "k_cache"},
       {ParamKind::VCache, "v_cache"},   {ParamKind::BlockTable, "block_table"},

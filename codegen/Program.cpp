@@ -97,9 +97,11 @@ public:
 
   /// The launches of `fn` for `tokens` rows: one sequence's (a prefill or
   /// decode), or with `batch` one token each of `tokens` sequences (from
-  /// @prefill, with the batched decode attention).
-  llvm::Expected<std::vector<Launch>>
-  build(func::FuncOp fn, int64_t tokens, int64_t &logits, bool batch = false) {
+  /// @prefill, with the batched decode attention). A plan with knobs of
+  /// its own runs the kernels named with `suffix` where there are such.
+  llvm::Expected<std::vector<Launch>> build(func::FuncOp fn, int64_t tokens,
+                                            int64_t &logits, bool batch = false,
+                                            const std::string &suffix = "") {
     std::vector<Launch> out;
     for (Operation &op : fn.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -111,6 +113,8 @@ public:
       std::string kernel = op.getAttrOfType<StringAttr>("kiln.kernel").str();
       if (batch && isa<AttentionOp>(op))
         kernel += kBatchSuffix;
+      if (!suffix.empty() && index.count(kernel + suffix))
+        kernel += suffix;
       const CudaKernel &k = kernels[index.lookup(kernel)];
       std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
       if (k.afterGemm) {
@@ -253,6 +257,56 @@ std::vector<int64_t> prefillBuckets(const CodegenOptions &opts,
   return buckets;
 }
 
+/// Removes the kernels no launch runs (those every plan replaced with a
+/// tuned variant), renumbering the launches'.
+void dropUnusedKernels(Program &p) {
+  std::vector<std::vector<Launch> *> plans = {&p.decode};
+  for (auto *list : {&p.prefill, &p.batches})
+    for (StepPlan &plan : *list)
+      plans.push_back(&plan.launches);
+  std::vector<int> renumber(p.kernels.size(), -1);
+  for (auto *plan : plans)
+    for (const Launch &l : *plan)
+      if (l.kernel != kGemm)
+        renumber[l.kernel] = 0;
+  std::vector<KernelCode> kept;
+  for (size_t i = 0; i < p.kernels.size(); ++i)
+    if (renumber[i] == 0) {
+      renumber[i] = int(kept.size());
+      kept.push_back(std::move(p.kernels[i]));
+    }
+  p.kernels = std::move(kept);
+  for (auto *plan : plans)
+    for (Launch &l : *plan)
+      if (l.kernel != kGemm)
+        l.kernel = renumber[l.kernel];
+}
+
+/// The batched decode kernels of @prefill's attention ops, one per
+/// distinct kernel.
+llvm::Expected<std::vector<CudaKernel>>
+emitBatchAttention(func::FuncOp prefill, const CodegenOptions &opts) {
+  std::vector<CudaKernel> out;
+  llvm::StringSet<> seen;
+  std::optional<llvm::Error> error;
+  prefill.walk([&](AttentionOp op) {
+    std::string name = op->getAttrOfType<StringAttr>("kiln.kernel").str() +
+                       kBatchSuffix + opts.kernelSuffix;
+    if (error || !seen.insert(name).second)
+      return;
+    auto k = emitDecodeAttention(op, opts, /*batch=*/true);
+    if (!k) {
+      error = k.takeError();
+      return;
+    }
+    k->provenance = op->getAttrOfType<StringAttr>("kiln.name").str();
+    out.push_back(std::move(*k));
+  });
+  if (error)
+    return std::move(*error);
+  return out;
+}
+
 std::vector<int64_t> batchBuckets(int64_t sequences) {
   std::vector<int64_t> buckets;
   for (int64_t b = 2; b < sequences; b *= 2)
@@ -291,24 +345,53 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
     return missing();
   // Batched decode: @prefill's attention ops, a row per sequence.
   if (pool.getSequences() > 1) {
-    llvm::StringSet<> seen;
-    std::optional<llvm::Error> error;
-    prefill.walk([&](AttentionOp op) {
-      std::string name =
-          op->getAttrOfType<StringAttr>("kiln.kernel").str() + kBatchSuffix;
-      if (error || !seen.insert(name).second)
-        return;
-      auto k = emitDecodeAttention(op, opts, /*batch=*/true);
-      if (!k) {
-        error = k.takeError();
-        return;
-      }
-      k->provenance = op->getAttrOfType<StringAttr>("kiln.name").str();
-      kernels.push_back(std::move(*k));
-    });
-    if (error)
-      return std::move(*error);
+    auto batch = emitBatchAttention(prefill, opts);
+    if (!batch)
+      return batch.takeError();
+    llvm::append_range(kernels, *batch);
   }
+  // Plans with knobs of their own (the tuner's winners) run variants of
+  // the kernels the knobs change, named with "@" and the knobs.
+  std::vector<int64_t> buckets = prefillBuckets(opts, maxTokens.getInt());
+  std::map<int64_t, std::string> prefillSuffix, batchSuffix; // by rows
+  llvm::StringSet<> emitted;
+  auto variant = [&](const std::string &knobs,
+                     bool batch) -> llvm::Expected<std::string> {
+    CodegenOptions v = opts;
+    if (llvm::Error e = parseCodegenOptions(knobs, v))
+      return llvm::createStringError("tuned knobs '" + knobs +
+                                     "': " + toString(std::move(e)));
+    v.kernelSuffix = "@" + knobs;
+    if (!emitted.insert((batch ? "batch" : "prefill") + v.kernelSuffix).second)
+      return v.kernelSuffix;
+    auto made =
+        batch ? emitBatchAttention(prefill, v) : emitCudaKernels(prefill, v);
+    if (!made)
+      return made.takeError();
+    for (CudaKernel &k : *made) // only what the knobs change
+      if (batch || k.afterGemm ||
+          llvm::any_of(k.params, [](const KernelParam &p) {
+            return p.kind == ParamKind::KCache;
+          }))
+        kernels.push_back(std::move(k));
+    return v.kernelSuffix;
+  };
+  for (int64_t rows : buckets)
+    if (auto it = opts.prefillKnobs.find(rows);
+        it != opts.prefillKnobs.end() && !it->second.empty()) {
+      auto suffix = variant(it->second, false);
+      if (!suffix)
+        return suffix.takeError();
+      prefillSuffix[rows] = *suffix;
+    }
+  for (int64_t rows : batchBuckets(pool.getSequences()))
+    if (auto it = opts.batchKnobs.find(rows);
+        it != opts.batchKnobs.end() && !it->second.empty()) {
+      auto suffix = variant(it->second, true);
+      if (!suffix)
+        return suffix.takeError();
+      batchSuffix[rows] = *suffix;
+    }
   auto vocab = cast<RankedTensorType>(decode.getResultTypes()[0]);
   kernels.push_back(emitSampler(vocab.getDimSize(1)));
 
@@ -345,18 +428,21 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   if (!step)
     return step.takeError();
   p.decode = std::move(*step);
-  for (int64_t tokens : prefillBuckets(opts, maxTokens.getInt())) {
-    auto launches = builder.build(prefill, tokens, p.prefillLogits);
+  for (int64_t tokens : buckets) {
+    auto launches = builder.build(prefill, tokens, p.prefillLogits, false,
+                                  prefillSuffix[tokens]);
     if (!launches)
       return launches.takeError();
     p.prefill.push_back({tokens, std::move(*launches)});
   }
   for (int64_t rows : batchBuckets(p.sequences)) {
-    auto launches = builder.build(prefill, rows, p.prefillLogits, true);
+    auto launches =
+        builder.build(prefill, rows, p.prefillLogits, true, batchSuffix[rows]);
     if (!launches)
       return launches.takeError();
     p.batches.push_back({rows, std::move(*launches)});
   }
+  dropUnusedKernels(p);
   return p;
 }
 

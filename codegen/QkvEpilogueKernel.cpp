@@ -22,7 +22,7 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
     return shape.takeError();
   int threads = opts.epilogueThreads;
 
-  CudaKernel k = kernelFor(op);
+  CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.afterGemm = true;
   k.params = {{ParamKind::Activation, "x"},
               {ParamKind::Workspace, "c"},

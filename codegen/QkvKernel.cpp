@@ -106,7 +106,7 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
     return shape.takeError();
   int warps = opts.gemvWarps;
 
-  CudaKernel k = kernelFor(op);
+  CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.params = {
       {ParamKind::Activation, "x"},           {ParamKind::Weight, "w"},
       {ParamKind::KCache, "k_cache"},         {ParamKind::VCache, "v_cache"},

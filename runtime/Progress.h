@@ -16,14 +16,16 @@ namespace kiln {
 
 class Progress {
 public:
-  /// `what` of `total` bytes; silent below `minimum` bytes unless forced.
-  Progress(std::string what, int64_t total, int64_t minimum = 256 << 20);
+  /// `what` of `total` bytes (or, with `unit`, of `total` such things:
+  /// "lengths"); silent below `minimum` unless forced.
+  Progress(std::string what, int64_t total, int64_t minimum = 256 << 20,
+           std::string unit = "");
   ~Progress();
   /// `done` bytes so far; prints when the percentage moves.
   void update(int64_t done);
 
 private:
-  std::string what_;
+  std::string what_, unit_;
   int64_t total_;
   int lastPercent_ = -1;
   bool show_ = false, inPlace_ = false;

@@ -20,12 +20,14 @@ llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &runCommand();
 llvm::cl::SubCommand &inspectCommand();
 llvm::cl::SubCommand &cacheCommand();
+llvm::cl::SubCommand &tuneCommand();
 
 /// Options that compile and run share (defined in Options.cpp).
 extern llvm::cl::opt<std::string> dtypeFlag;
 extern llvm::cl::opt<bool> fusionFlag;
 extern llvm::cl::opt<std::string> cacheDirFlag;
 extern llvm::cl::opt<int64_t> maxBatchFlag;
+extern llvm::cl::opt<std::string> tuningDbFlag;
 
 /// The frontend options the shared flags (--dtype, --fusion, --rope-layout,
 /// --prefill-tokens) ask for; a usage error names the bad flag.
@@ -34,10 +36,17 @@ absl::StatusOr<FrontendOptions> frontendOptions();
 /// The kernel tuning knobs --kernel-options sets (the defaults otherwise).
 absl::StatusOr<CodegenOptions> codegenOptions();
 
+/// --tuning-db: the winners it holds for `module` at `target` into
+/// `knobs`, and a line per entry (used, or ignored and why) in `report`.
+/// Nothing without the flag.
+absl::Status applyTuningDb(mlir::ModuleOp module, const std::string &target,
+                           CodegenOptions &knobs, std::string &report);
+
 /// Each returns the process exit code: 0, 1 (bad input) or 2 (bad usage).
 int runCompile();
 int runRun();
 int runInspect();
+int runTune();
 int runCache();
 
 /// Resolves a model and builds its verified kiln module; when the folder has

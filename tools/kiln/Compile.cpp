@@ -264,6 +264,13 @@ int runCompile() {
       return fail(s);
   }
 
+  std::string tuningReport;
+  if (absl::Status s = applyTuningDb(
+          *compiled->module, targets.empty() ? "sm_90" : targets.front(),
+          *knobs, tuningReport);
+      !s.ok())
+    return fail(s);
+
   // Files first: a reader that closes stdout early must not cost the output.
   std::string bundleReport;
   if (StringRef(output).ends_with(".kiln")) {
@@ -290,7 +297,7 @@ int runCompile() {
   } else {
     printSummary(*compiled, opts);
   }
-  llvm::outs() << bundleReport;
+  llvm::outs() << tuningReport << bundleReport;
   if (!targets.empty()) {
     auto program = buildProgram(*compiled->module, *knobs);
     if (!program)

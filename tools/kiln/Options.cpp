@@ -1,5 +1,6 @@
 //===- Options.cpp - the subcommands and the options they share -----------===//
 #include "tools/kiln/Commands.h"
+#include "tune/Tuner.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -22,6 +23,12 @@ cl::SubCommand &inspectCommand() {
   return command;
 }
 
+cl::SubCommand &tuneCommand() {
+  static cl::SubCommand command(
+      "tune", "Find the fastest kernel knobs per sequence length and batch");
+  return command;
+}
+
 cl::SubCommand &cacheCommand() {
   static cl::SubCommand command(
       "cache", "The kernel cache: list, explain DIGEST DIGEST, clear");
@@ -33,18 +40,18 @@ cl::opt<std::string> cacheDirFlag(
     cl::desc("The kernel cache folder (default: $KILN_CACHE_DIR, else "
              "$XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels)"),
     cl::value_desc("folder"), cl::sub(compileCommand()), cl::sub(runCommand()),
-    cl::sub(cacheCommand()));
+    cl::sub(tuneCommand()), cl::sub(cacheCommand()));
 
 cl::opt<std::string> dtypeFlag("dtype",
                                cl::desc("Storage type: f16, bf16 or f32"),
                                cl::init("f16"), cl::sub(compileCommand()),
-                               cl::sub(runCommand()));
+                               cl::sub(runCommand()), cl::sub(tuneCommand()));
 
 cl::opt<bool> fusionFlag("fusion",
                          cl::desc("Run the fusion pipeline (default on; "
                                   "--fusion=false keeps the tensor-level IR)"),
                          cl::init(true), cl::sub(compileCommand()),
-                         cl::sub(runCommand()));
+                         cl::sub(runCommand()), cl::sub(tuneCommand()));
 
 cl::opt<RopeLayout> ropeLayoutFlag(
     "rope-layout", cl::desc("How the checkpoint's q/k rows pair dimensions"),
@@ -53,38 +60,43 @@ cl::opt<RopeLayout> ropeLayoutFlag(
                clEnumValN(RopeLayout::interleaved, "interleaved",
                           "pairs (2i, 2i + 1): Meta's original layout")),
     cl::init(RopeLayout::rotate_half), cl::sub(compileCommand()),
-    cl::sub(runCommand()));
+    cl::sub(runCommand()), cl::sub(tuneCommand()));
 
 cl::opt<bool> decomposeSoftmaxFlag(
     "decompose-softmax",
     cl::desc("Write softmax as max, sub, exp, sum and div, as some frontends "
              "do (exercises kiln-fuse-softmax)"),
-    cl::Hidden, cl::sub(compileCommand()), cl::sub(runCommand()));
+    cl::Hidden, cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(tuneCommand()));
 
 cl::opt<int64_t> prefillTokensFlag(
     "prefill-tokens",
     cl::desc("Tokens of the largest prefill the arena holds (default 2048, "
              "capped at the context); longer prompts run in chunks of it"),
-    cl::init(2048), cl::sub(compileCommand()), cl::sub(runCommand()));
+    cl::init(2048), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(tuneCommand()));
 
 cl::opt<int64_t> maxBatchFlag(
     "max-batch",
     cl::desc("Sequences that run at once (default 1); the KV pool holds "
              "them all at --max-context"),
-    cl::init(1), cl::sub(compileCommand()), cl::sub(runCommand()));
+    cl::init(1), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(tuneCommand()));
 
 cl::opt<int64_t> maxContextFlag(
     "max-context",
     cl::desc("Tokens per sequence the KV pool holds (default: the model's "
              "context)"),
-    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()));
+    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(tuneCommand()));
 
 cl::opt<int64_t> kvMemoryFlag(
     "kv-memory",
     cl::desc("Bytes for the KV pool (default: --max-batch sequences at "
              "--max-context); sequences share it, and one that finds it "
              "full fails alone"),
-    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()));
+    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(tuneCommand()));
 
 absl::StatusOr<FrontendOptions> frontendOptions() {
   FrontendOptions opts;
@@ -123,7 +135,15 @@ cl::opt<std::string> kernelOptionsFlag(
     cl::desc("Kernel tuning knobs, name=value,...: gemv-rows, gemv-split-k, "
              "vector-width, attention-warps, kv-splits, sm-count, "
              "epilogue-threads, prefill-attention-rows"),
-    cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()));
+    cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(tuneCommand()));
+
+cl::opt<std::string> tuningDbFlag(
+    "tuning-db",
+    cl::desc("The tuning database (kiln tune writes it; compile and run take "
+             "its buckets and winners for this model and target)"),
+    cl::value_desc("file.json"), cl::sub(compileCommand()),
+    cl::sub(runCommand()), cl::sub(tuneCommand()));
 
 absl::StatusOr<CodegenOptions> codegenOptions() {
   CodegenOptions opts;
@@ -131,6 +151,24 @@ absl::StatusOr<CodegenOptions> codegenOptions() {
     return absl::InvalidArgumentError(
         absl::StrCat("--kernel-options: ", llvm::toString(std::move(e))));
   return opts;
+}
+
+absl::Status applyTuningDb(mlir::ModuleOp module, const std::string &target,
+                           CodegenOptions &knobs, std::string &report) {
+  if (tuningDbFlag.empty())
+    return absl::OkStatus();
+  auto db = readTuningDb(tuningDbFlag);
+  if (!db.ok())
+    return db.status();
+  std::vector<std::string> notes;
+  if (llvm::Error e = applyTuning(module, *db, target, knobs, notes))
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(tuningDbFlag), ": ", toString(std::move(e))));
+  if (notes.empty())
+    notes.push_back("no entries");
+  for (const std::string &note : notes)
+    absl::StrAppend(&report, "  tuning    ", note, "\n");
+  return absl::OkStatus();
 }
 
 } // namespace kiln

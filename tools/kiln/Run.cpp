@@ -307,6 +307,15 @@ int runRun() {
       where = "ref";
     pick();
     if (where == "emu" || where == "cuda") {
+      // Tuned for the GPU's target; emu runs what sm_90 would.
+      std::string target = "sm_90", tuning;
+      if (auto gpu = probeCudaGpu(); where == "cuda" && gpu.ok())
+        target = gpu->target;
+      if (absl::Status s =
+              applyTuningDb(*compiled->module, target, *knobs, tuning);
+          !s.ok())
+        return fail(s);
+      llvm::errs() << tuning;
       auto program = buildProgram(*compiled->module, *knobs);
       if (!program)
         return fail(absl::InvalidArgumentError(absl::StrCat(

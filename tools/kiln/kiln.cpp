@@ -6,6 +6,8 @@
 //   kiln run model.kiln --weights FOLDER --prompt-ids ... [--device emu]
 //   kiln inspect model.kiln
 //   kiln cache list | explain DIGEST DIGEST | clear
+//   kiln tune [MODEL | BUNDLE] --seq-lens 1,2,4,... [--batch 1,8,32]
+//             --tuning-db FILE [--families ...] [--plot-dir DIR]
 //
 // MODEL is a Hugging Face folder or a preset name (models/); tiny-gqa when
 // left out. Exit codes: 0 done, 1 bad input, 2 bad usage.
@@ -47,8 +49,10 @@ int main(int argc, char **argv) {
     return kiln::runInspect();
   if (kiln::cacheCommand())
     return kiln::runCache();
+  if (kiln::tuneCommand())
+    return kiln::runTune();
   llvm::errs()
-      << "kiln: error: name a subcommand: compile, run, inspect or cache "
-         "(kiln --help lists them)\n";
+      << "kiln: error: name a subcommand: compile, run, tune, inspect or "
+         "cache (kiln --help lists them)\n";
   return 2;
 }

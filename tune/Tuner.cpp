@@ -1,0 +1,444 @@
+//===- Tuner.cpp ----------------------------------------------------------===//
+#include "tune/Tuner.h"
+#include "codegen/CudaKernel.h"
+#include "ir/KilnOps.h"
+#include "runtime/AtomicFile.h"
+#include "runtime/Hash.h"
+#include "tune/CostModel.h"
+#include "tune/Plot.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Parallel.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+#include <map>
+#include <mutex>
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+/// Every setting of the knobs, in the order the lists give.
+std::vector<std::string>
+product(const std::vector<std::pair<std::string, std::vector<int>>> &knobs) {
+  std::vector<std::string> out = {""};
+  for (const auto &[name, values] : knobs) {
+    std::vector<std::string> next;
+    for (const std::string &prefix : out)
+      for (int v : values)
+        next.push_back(prefix + (prefix.empty() ? "" : ",") + name + "=" +
+                       std::to_string(v));
+    out = std::move(next);
+  }
+  return out;
+}
+
+bool isMatmul(Operation *op) {
+  return isa<FusedLinearOp, LinearOp, LogitsOp, FusedQKVOp>(op);
+}
+
+/// The ops a family's kernels run: decode's or prefill's.
+std::vector<Operation *> familyOps(ModuleOp module, const TuneFamily &f) {
+  bool attention = f.name.find("attention") != std::string::npos;
+  // decode.attention: @decode's op at batch 1; above, the batched decode
+  // plans run @prefill's op of the same layer (batchAttention).
+  auto fn = module.lookupSymbol<func::FuncOp>(
+      f.name.rfind("decode.", 0) == 0 ? "decode" : "prefill");
+  std::vector<Operation *> ops;
+  if (!fn)
+    return ops;
+  for (Operation &op : fn.getBody().front())
+    if (isKernel(&op) && (attention ? isa<AttentionOp>(op) : isMatmul(&op)))
+      ops.push_back(&op);
+  return ops;
+}
+
+Operation *batchAttention(ModuleOp module, Operation *decodeOp) {
+  // @prefill's attention op of the same layer (same kiln.name).
+  auto fn = module.lookupSymbol<func::FuncOp>("prefill");
+  auto name = decodeOp->getAttrOfType<StringAttr>("kiln.name");
+  for (Operation &op : fn.getBody().front())
+    if (isa<AttentionOp>(op) && op.getAttr("kiln.name") == name)
+      return &op;
+  return nullptr;
+}
+
+/// The kernel of `op` in family `f` with the knobs `opts`.
+llvm::Expected<CudaKernel> emitFor(const TuneFamily &f, Operation *op,
+                                   const CodegenOptions &opts, bool batch) {
+  if (f.name == "decode.gemv")
+    return isa<FusedQKVOp>(op) ? emitQkvGemv(op, opts) : emitGemv(op, opts);
+  if (f.name == "decode.attention")
+    return emitDecodeAttention(op, opts, batch);
+  if (f.name == "prefill.attention")
+    return emitPrefillAttention(op, opts);
+  return isa<FusedQKVOp>(op) ? emitQkvEpilogue(op, opts)
+                             : emitLinearEpilogue(op, opts);
+}
+
+int64_t dim(Value v, unsigned i) {
+  return cast<RankedTensorType>(v.getType()).getDimSize(i);
+}
+
+/// The bytes and FLOPs of `op`'s launch over `rows` rows at sequence length
+/// `length`, as the kernel `k` does them.
+LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
+                   const CodegenOptions &opts, int64_t rows, int64_t length) {
+  LaunchCost l;
+  l.grid = k.gridFor(rows);
+  l.threads = k.blockThreads;
+  if (auto att = dyn_cast<AttentionOp>(op)) {
+    double h = double(att.getHeads()), kvh = double(att.getKvHeads());
+    double dh = double(dim(att.getQuery(), 1)) / h;
+    if (f.name == "decode.attention") {
+      // Each row reads its keys and values once; splits add partials.
+      double keys = double(length);
+      l.hbmBytes = double(rows) * (keys * kvh * dh * 4 + h * dh * 4);
+      if (l.grid[1] > 1)
+        l.hbmBytes += double(rows) * h * double(l.grid[1]) * (dh + 2) * 8;
+      l.flops = double(rows) * h * keys * dh * 4;
+      l.loadBytes = int(2 * ((int64_t(dh) + 31) / 32));
+    } else {
+      // Each block of QROWS query rows stages the keys up to its last row:
+      // the re-reads come from L2.
+      double s = double(rows), q = double(k.rowsPerBlock);
+      double tiles = std::ceil(s / q);
+      l.hbmBytes = s * kvh * dh * 4 + s * h * dh * 4;
+      l.l2Bytes = h * dh * 4 * q * tiles * (tiles + 1) / 2;
+      l.flops = h * dh * 4 * s * (s + 1) / 2;
+    }
+    return l;
+  }
+  Value w = op->getOperand(1);
+  double n = double(dim(w, 0)), kd = double(dim(w, 1));
+  double outs = (isa<FusedLinearOp>(op) && cast<FusedLinearOp>(op).getSwiglu())
+                    ? n / 2
+                    : n;
+  if (f.name == "decode.gemv") {
+    l.hbmBytes = n * kd * 2 + kd * 2 + outs * 2;
+    l.l2Bytes = double(l.grid[0]) * kd * 2; // x again for every block
+    l.flops = 2 * n * kd;
+    l.loadBytes = 2 * vectorWidth(int64_t(kd), opts.maxVectorWidth);
+  } else {
+    // The epilogue reads the GEMM's f32 row and x (for the norm), writes
+    // the results.
+    double s = double(rows);
+    l.hbmBytes = s * (n * 4 + kd * 2 + outs * 2);
+    l.flops = s * n * 4;
+    l.loadBytes = 4;
+  }
+  return l;
+}
+
+/// ptxas -v: "N bytes smem".
+int64_t sharedBytes(const std::string &log) {
+  llvm::SmallVector<llvm::StringRef> m;
+  int64_t bytes = 0;
+  if (llvm::Regex("([0-9]+) bytes smem").match(log, &m))
+    m[1].getAsInteger(10, bytes);
+  return bytes;
+}
+
+struct Figures {
+  int registers = 0;
+  int64_t shared = 0;
+};
+
+} // namespace
+
+const std::vector<TuneFamily> &tuneFamilies() {
+  static const std::vector<TuneFamily> families = {
+      {"decode.gemv", "context", false,
+       product({{"gemv-rows", {1, 2, 4, 8}},
+                {"gemv-split-k", {1, 2, 4}},
+                {"vector-width", {4, 8}}})},
+      {"decode.attention", "context", true,
+       product({{"attention-warps", {2, 4, 8}},
+                {"kv-splits", {0, 1, 2, 4, 8, 16}}})},
+      {"prefill.attention", "prompt", false,
+       product({{"attention-warps", {2, 4, 8}},
+                {"prefill-attention-rows", {1, 2, 4, 8}}})},
+      {"prefill.epilogue", "prompt", false,
+       product({{"epilogue-threads", {64, 128, 256, 512}}})},
+  };
+  return families;
+}
+
+std::string familySignature(ModuleOp module, const TuneFamily &family) {
+  Fnv1a h;
+  h.add(family.name);
+  std::map<std::string, bool> seen;
+  for (Operation *op : familyOps(module, family)) {
+    auto kernel = op->getAttrOfType<StringAttr>("kiln.kernel");
+    std::string name = kernel ? kernel.str() : "";
+    if (seen[name])
+      continue;
+    seen[name] = true;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << op->getName() << " " << name << " (";
+    for (Type t : op->getOperandTypes())
+      os << t << " ";
+    os << ") -> (";
+    for (Type t : op->getResultTypes())
+      os << t << " ";
+    os << ")";
+    for (NamedAttribute a : op->getAttrs())
+      if (!a.getName().getValue().starts_with("kiln."))
+        os << " " << a.getName().getValue() << "=" << a.getValue();
+    h.add(text);
+  }
+  return h.hex();
+}
+
+llvm::Expected<TuneResult>
+tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
+     const std::function<void(int64_t, int64_t)> &progress) {
+  auto gpu = gpuModelFor(opts.target);
+  if (!gpu)
+    return llvm::createStringError("--target " + opts.target +
+                                   ": the cost model knows sm_80 and sm_90");
+  TuningDb db;
+  if (!opts.dbPath.empty()) {
+    auto read = readTuningDb(opts.dbPath);
+    if (!read.ok())
+      return llvm::createStringError(std::string(read.status().message()));
+    db = std::move(*read);
+  }
+  std::vector<const TuneFamily *> families;
+  for (const TuneFamily &f : tuneFamilies())
+    if (opts.families.empty() ||
+        std::find(opts.families.begin(), opts.families.end(), f.name) !=
+            opts.families.end())
+      families.push_back(&f);
+
+  TuneResult result;
+  int64_t total = 0, done = 0;
+  for (const TuneFamily *f : families)
+    total += int64_t(opts.seqLens.size()) *
+             (f->batched ? int64_t(opts.batches.size()) : 1);
+  std::string nvrtc = nvrtcVersionString();
+
+  for (const TuneFamily *f : families) {
+    std::vector<Operation *> ops = familyOps(module, *f);
+    if (ops.empty())
+      return llvm::createStringError("the module has no " + f->name +
+                                     " kernels: compile it with the kiln "
+                                     "pipeline");
+    std::vector<int64_t> batches =
+        f->batched ? opts.batches : std::vector<int64_t>{1};
+    for (int64_t batch : batches) {
+      bool batched = f->name == "decode.attention" && batch > 1;
+      std::vector<Operation *> launched = ops;
+      if (batched)
+        for (Operation *&op : launched)
+          op = batchAttention(module, op);
+      // Every candidate's kernels (one per distinct kiln.kernel), compiled
+      // once for ptxas' figures; a candidate that does not build is out.
+      struct Candidate {
+        std::string knobs;
+        CodegenOptions opts;
+        std::map<Operation *, CudaKernel> kernels;
+        bool ok = true;
+      };
+      std::vector<Candidate> candidates;
+      for (const std::string &knobs : f->candidates) {
+        Candidate c{knobs, {}, {}, true};
+        c.opts.smCount = gpu->sms;
+        if (llvm::Error e = parseCodegenOptions(knobs, c.opts)) {
+          llvm::consumeError(std::move(e));
+          continue;
+        }
+        for (Operation *op : launched) {
+          auto k = emitFor(*f, op, c.opts, batched);
+          if (!k) {
+            llvm::consumeError(k.takeError());
+            c.ok = false;
+            break;
+          }
+          c.kernels.emplace(op, std::move(*k));
+        }
+        if (c.ok)
+          candidates.push_back(std::move(c));
+      }
+      std::map<std::string, KernelCode> codes; // by source: compile once
+      for (const Candidate &c : candidates)
+        for (const auto &[op, k] : c.kernels)
+          codes.emplace(k.source,
+                        KernelCode{k.kernel, k.entry, k.source, k.provenance,
+                                   int(k.params.size())});
+      std::vector<const KernelCode *> jobs;
+      for (const auto &[source, code] : codes)
+        jobs.push_back(&code);
+      std::map<std::string, Figures> figures; // by source
+      std::mutex lock;
+      llvm::parallelFor(0, jobs.size(), [&](size_t i) {
+        int hits = 0;
+        auto compiled =
+            compileKernelsCached({*jobs[i]}, {opts.target}, cache, hits);
+        std::lock_guard<std::mutex> guard(lock);
+        if (!compiled) { // too much shared memory, say: not a candidate
+          llvm::consumeError(compiled.takeError());
+          return;
+        }
+        figures[jobs[i]->source] = {(*compiled)[0].registers,
+                                    sharedBytes((*compiled)[0].log)};
+      });
+
+      TuningKey key{gpu->name, opts.target, "none",
+                    nvrtc,     f->name,     familySignature(module, *f),
+                    batch};
+      TuningEntry &entry = db.entry(key, "cost-model");
+      for (int64_t length : opts.seqLens) {
+        if (entry.times.count(length)) {
+          result.resumed += int64_t(entry.times[length].size());
+        } else {
+          std::map<std::string, double> times;
+          for (const Candidate &c : candidates) {
+            double micros = 0;
+            bool fits = true;
+            for (Operation *op : launched) {
+              const CudaKernel &k = c.kernels.at(op);
+              auto fig = figures.find(k.source);
+              if (fig == figures.end()) {
+                fits = false;
+                break;
+              }
+              int64_t rows = f->length == "prompt" ? length : batch;
+              LaunchCost l = traffic(*f, op, k, c.opts, rows, length);
+              l.registers = fig->second.registers;
+              l.sharedBytes = fig->second.shared;
+              auto t = launchMicros(*gpu, l);
+              if (!t) {
+                fits = false;
+                break;
+              }
+              micros += *t;
+            }
+            if (fits)
+              times[c.knobs] = micros;
+          }
+          entry.times[length] = std::move(times);
+          result.computed += int64_t(entry.times[length].size());
+        }
+        entry.buckets = mergeBuckets(entry.times);
+        if (!opts.dbPath.empty())
+          if (absl::Status s = writeTuningDb(opts.dbPath, db); !s.ok())
+            return llvm::createStringError(std::string(s.message()));
+        if (progress)
+          progress(++done, total);
+      }
+      std::string line = absl::StrFormat("%-18s batch %-3d %d candidates, %d "
+                                         "buckets:",
+                                         f->name, batch, candidates.size(),
+                                         entry.buckets.size());
+      for (const TuningBucket &b : entry.buckets)
+        absl::StrAppendFormat(&line, " [%d, %d] %s (%.1f us)", b.from, b.to,
+                              b.knobs, b.micros);
+      result.lines.push_back(line);
+      if (!opts.plotDir.empty()) {
+        std::string path =
+            absl::StrCat(opts.plotDir, "/", f->name, "-batch", batch, ".svg");
+        if (absl::Status s = writeFileAtomically(path, plotEntry(entry));
+            !s.ok())
+          return llvm::createStringError(std::string(s.message()));
+        result.plots.push_back(path);
+      }
+    }
+  }
+  return result;
+}
+
+llvm::Error applyTuning(ModuleOp module, const TuningDb &db,
+                        const std::string &target, CodegenOptions &opts,
+                        std::vector<std::string> &notes) {
+  std::string nvrtc = nvrtcVersionString();
+  std::vector<const TuningEntry *> used;
+  for (const TuningEntry &e : db.entries) {
+    const TuneFamily *family = nullptr;
+    for (const TuneFamily &f : tuneFamilies())
+      if (f.name == e.key.family)
+        family = &f;
+    std::string why;
+    if (!family)
+      why = "a family this kiln does not have";
+    else if (e.key.arch != target)
+      why = "tuned for " + e.key.arch;
+    else if (e.key.nvrtc != nvrtc)
+      why = "tuned with NVRTC " + e.key.nvrtc + ", this is " + nvrtc;
+    else if (e.key.signature != familySignature(module, *family))
+      why = "other kernels: another model or other compile options";
+    else if (e.buckets.empty())
+      why = "no buckets";
+    if (!why.empty()) {
+      notes.push_back("ignored " + e.key.str() + ": " + why);
+      continue;
+    }
+    notes.push_back("used    " + e.key.str() + " (" + e.source + ")");
+    used.push_back(&e);
+  }
+  auto apply = [&](const std::string &knobs) -> llvm::Error {
+    if (llvm::Error e = parseCodegenOptions(knobs, opts))
+      return llvm::createStringError("tuned knobs '" + knobs +
+                                     "': " + toString(std::move(e)));
+    return llvm::Error::success();
+  };
+  // Decode: one plan for every context; its longest lengths weigh most.
+  for (const TuningEntry *e : used)
+    if (e->key.batch == 1 &&
+        (e->key.family == "decode.gemv" || e->key.family == "decode.attention"))
+      if (llvm::Error err = apply(e->buckets.back().knobs))
+        return err;
+  // Batched decode: the nearest batch tuned at or below each bucket.
+  auto pool = module->getAttrOfType<KVPoolAttr>("kiln.kv_pool");
+  std::map<int64_t, const TuningEntry *> byBatch; // batch > 1, ascending
+  for (const TuningEntry *e : used)
+    if (e->key.family == "decode.attention" && e->key.batch > 1)
+      byBatch[e->key.batch] = e;
+  for (int64_t rows : batchBuckets(pool ? pool.getSequences() : 1)) {
+    if (byBatch.empty())
+      break;
+    auto above = byBatch.upper_bound(rows); // the first batch above rows
+    const TuningEntry *e =
+        above == byBatch.begin() ? above->second : std::prev(above)->second;
+    opts.batchKnobs[rows] = e->buckets.back().knobs;
+  }
+  // Prefill: the buckets the families' winners make, each with its knobs.
+  auto prefill = module.lookupSymbol<func::FuncOp>("prefill");
+  auto maxTokens =
+      prefill ? prefill->getAttrOfType<IntegerAttr>("kiln.arena_tokens")
+              : IntegerAttr();
+  std::vector<const TuningEntry *> prefillEntries;
+  for (const TuningEntry *e : used)
+    if (e->key.family.rfind("prefill.", 0) == 0)
+      prefillEntries.push_back(e);
+  if (prefillEntries.empty() || !maxTokens)
+    return llvm::Error::success();
+  std::vector<int64_t> ends;
+  for (const TuningEntry *e : prefillEntries)
+    for (const TuningBucket &b : e->buckets)
+      if (b.to < maxTokens.getInt())
+        ends.push_back(b.to);
+  llvm::sort(ends);
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  opts.prefillBuckets = ends;
+  for (int64_t rows : prefillBuckets(opts, maxTokens.getInt())) {
+    std::string knobs;
+    for (const TuningEntry *e : prefillEntries) {
+      const TuningBucket *b = &e->buckets.back(); // past the last: the last
+      for (const TuningBucket &candidate : e->buckets)
+        if (rows >= candidate.from && rows <= candidate.to)
+          b = &candidate;
+      knobs += (knobs.empty() ? "" : ",") + b->knobs;
+    }
+    opts.prefillKnobs[rows] = knobs;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace kiln
