@@ -9,12 +9,10 @@
 #include <numeric>
 
 namespace kiln {
-namespace {
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
-} // namespace
 
 absl::Status checkPrompt(const std::vector<int32_t> &prompt,
                          int64_t maxNewTokens, int64_t vocab,

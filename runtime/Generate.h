@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,6 +33,9 @@ struct GenerateHooks {
   std::vector<int32_t> stopTokens;
   std::function<bool(int32_t)> onToken;
 };
+
+/// Wall seconds since `start` (steady clock).
+double secondsSince(std::chrono::steady_clock::time_point start);
 
 /// Checks the prompt against the vocabulary and the context length.
 absl::Status checkPrompt(const std::vector<int32_t> &prompt,

@@ -7,12 +7,6 @@
 #include <chrono>
 
 namespace kiln {
-namespace {
-double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-} // namespace
 
 Scheduler::Scheduler(PlanDevice &device, SchedulerOptions options)
     : device_(device), options_(options), vocab_(device.program().vocab),
