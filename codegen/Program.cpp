@@ -257,6 +257,17 @@ std::vector<int64_t> prefillBuckets(const CodegenOptions &opts,
   return buckets;
 }
 
+/// A kernel's source with its own names (kernel and entry) blanked: equal
+/// for two kernels that differ in name only.
+std::string blankNames(const CudaKernel &k) {
+  std::string code = k.source;
+  for (const std::string &name : {k.entry, k.kernel})
+    for (size_t at = code.find(name); at != std::string::npos;
+         at = code.find(name, at + 1))
+      code.replace(at, name.size(), "@");
+  return code;
+}
+
 /// Removes the kernels no launch runs (those every plan replaced with a
 /// tuned variant), renumbering the launches'.
 void dropUnusedKernels(Program &p) {
@@ -412,6 +423,20 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
         " sequences does not fit the arena's " +
         std::to_string(maxTokens.getInt()) +
         " rows: raise --prefill-tokens or lower --max-batch");
+  // A variant whose code is another kernel's (its knobs changed nothing in
+  // it) is that kernel, under both names.
+  llvm::StringMap<std::string> alias;
+  std::map<std::string, std::string> byCode; // code, names blanked -> name
+  std::vector<CudaKernel> unique;
+  for (CudaKernel &k : kernels) {
+    bool isVariant = k.kernel.find('@') != std::string::npos;
+    auto [it, fresh] = byCode.emplace(blankNames(k), k.kernel);
+    if (fresh || !isVariant)
+      unique.push_back(std::move(k));
+    else
+      alias[k.kernel] = it->second;
+  }
+  kernels = std::move(unique);
   llvm::StringMap<int> index;
   for (const CudaKernel &k : kernels) {
     index[k.kernel] = int(p.kernels.size());
@@ -420,6 +445,8 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
     p.workspaceFloats = std::max(p.workspaceFloats, k.workspaceFloats);
     p.counters = std::max(p.counters, k.counters);
   }
+  for (const auto &a : alias)
+    index[a.first()] = index.lookup(a.second);
   collectManifest(prefill, p);
   collectManifest(decode, p);
 
