@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(cmake ninja-build ccache g++ python3 python3-numpy
       libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools clang-19 lld-19
       libabsl-dev nlohmann-json3-dev libboost-context-dev libgraphviz-dev graphviz pkg-config libgtest-dev
-      libsentencepiece-dev sentencepiece)
+      libsentencepiece-dev sentencepiece libclang-rt-19-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Every test: install what is missing, build, then run lit, unit and
-# end-to-end tests through CTest.
+# end-to-end tests through CTest, then each fuzzer for a minute
+# (FUZZ_SECONDS; 0 skips them: docs/fuzzing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)"
+if [ "${FUZZ_SECONDS:-60}" != 0 ]; then
+  ./scripts/fuzz.sh
+fi
