@@ -100,7 +100,8 @@ absl::Status PlanDevice::setTable(int32_t seq,
                        " is outside the KV pool (", p.poolBlocks, " blocks)"));
   std::copy(blocks.begin(), blocks.end(), &tables_[seq * p.tableBlocks]);
   blocksOf_[seq] = int64_t(blocks.size());
-  return sendTables();
+  tablesChanged_ = true; // sent with the next step's inputs, once
+  return absl::OkStatus();
 }
 
 absl::Status
@@ -122,6 +123,11 @@ absl::Status PlanDevice::runStep(const std::vector<Launch> &launches,
                                  int64_t rows, int64_t logitsAt,
                                  int64_t sampledRows, bool logits,
                                  StepResult &out) {
+  if (tablesChanged_) {
+    if (absl::Status s = sendTables(); !s.ok())
+      return s;
+    tablesChanged_ = false;
+  }
   if (absl::Status s = sendInputs(rows); !s.ok())
     return s;
   if (absl::Status s = run(launches); !s.ok())

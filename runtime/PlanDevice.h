@@ -80,7 +80,8 @@ public:
   // with a block table the caller hands out.
   int64_t sequences() const { return program_.sequences; }
   const Program &program() const { return program_; }
-  /// Makes `blocks` (pool block ids, in token order) the table of slot `seq`.
+  /// Makes `blocks` (pool block ids, in token order) the table of slot `seq`
+  /// (sent to the device with the next step).
   absl::Status setTable(int32_t seq, std::span<const int32_t> blocks);
   /// Runs tokens [S] of slot `seq` at positions start .. start + S - 1 (from
   /// 0: a new sequence, its history cleared) and samples its next token.
@@ -128,6 +129,7 @@ private:
                        int64_t logitsAt, int64_t sampledRows, bool logits,
                        StepResult &out);
   std::vector<int64_t> blocksOf_; // [sequences]: table entries in use
+  bool tablesChanged_ = false;    // tables_ differ from the device's
 };
 
 } // namespace kiln

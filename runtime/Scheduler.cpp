@@ -86,7 +86,7 @@ absl::Status Scheduler::admit() {
     waiting_.pop_front();
     int32_t slot = freeSlots_.back();
     freeSlots_.pop_back();
-    running_.push_back({id, slot, 0, {}});
+    running_.push_back({id, slot, 0, {}, 0});
     Running &r = running_.back();
     if (options_.keepLogits) {
       r.seen.assign(vocab_, 0);
@@ -96,6 +96,7 @@ absl::Status Scheduler::admit() {
     if (absl::Status s = device_.setTable(slot, blocks_.blockTable(id));
         !s.ok())
       return s;
+    r.tableSent = int64_t(blocks_.blockTable(id).size());
     SamplingParams params = req.sampling;
     params.step = 0; // step s of a request draws with (seed, s)
     auto start = std::chrono::steady_clock::now();
@@ -143,10 +144,13 @@ std::vector<BatchRow> Scheduler::accept() {
                     absl::StrCat("request ", r.id, ": ", s.message())));
       continue;
     }
-    if (absl::Status s = device_.setTable(r.slot, blocks_.blockTable(r.id));
-        !s.ok()) {
-      finish(i, s);
-      continue;
+    if (const auto &table = blocks_.blockTable(r.id);
+        int64_t(table.size()) != r.tableSent) { // a new block: every 16 tokens
+      if (absl::Status s = device_.setTable(r.slot, table); !s.ok()) {
+        finish(i, s);
+        continue;
+      }
+      r.tableSent = int64_t(table.size());
     }
     if (options_.keepLogits)
       ++r.seen[r.next];

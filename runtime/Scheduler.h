@@ -82,6 +82,7 @@ private:
     int32_t slot;
     int32_t next;              // sampled, not yet accepted
     std::vector<int32_t> seen; // [V]: the host's count, to check draws
+    int64_t tableSent;         // blocks of its table the device has
   };
   absl::Status admit();
   /// Accepts each running sequence's sampled token (or ends it); returns
