@@ -2,7 +2,10 @@
 #include "runtime/EmuDevice.h"
 #include "runtime/Progress.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+
+#include <cstdlib>
 
 #include <cstring>
 
@@ -12,6 +15,18 @@ absl::StatusOr<std::unique_ptr<EmuDevice>>
 EmuDevice::create(Program program, const WeightProvider &weights) {
   std::unique_ptr<EmuDevice> dev(new EmuDevice(std::move(program)));
   const Program &p = dev->program_;
+  // KILN_EMU_MEMORY=BYTES plays a GPU of that size: the same check as the
+  // cuda device's, before anything is allocated.
+  if (const char *limit = std::getenv("KILN_EMU_MEMORY"); limit && *limit) {
+    int64_t bytes = 0;
+    if (!absl::SimpleAtoi(limit, &bytes) || bytes <= 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("KILN_EMU_MEMORY: '", limit, "' is not a byte count"));
+    if (absl::Status s = dev->checkMemory(
+            bytes, absl::StrCat("KILN_EMU_MEMORY allows ", bytes, " bytes"));
+        !s.ok())
+      return s;
+  }
   auto kernels = compileEmuKernels(p.kernels);
   if (!kernels.ok())
     return kernels.status();

@@ -2,6 +2,7 @@
 #include "runtime/PlanDevice.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -84,6 +85,31 @@ PlanDevice::PlanDevice(Program program) : program_(std::move(program)) {
   for (int64_t b = 0; b < first; ++b)
     tables_[b] = int32_t(b);
   blocksOf_[0] = first;
+}
+
+absl::Status PlanDevice::checkMemory(int64_t available,
+                                     const std::string &what) const {
+  const Program &p = program_;
+  int64_t weights = 0;
+  for (const WeightBuffer &w : p.weights)
+    weights += weightRows(w) * w.cols * 2;
+  int64_t rows = int64_t(tokens_.size());
+  // Tables, sampling state and the step's inputs and outputs.
+  int64_t small = int64_t(tables_.size()) * 4 + p.sequences * p.vocab * 4 +
+                  int64_t(sampling_.size() * sizeof(SamplingParams)) +
+                  rows * 16 + p.counters * 4;
+  int64_t total =
+      weights + p.arenaBytes + p.poolBytes + p.workspaceFloats * 4 + small;
+  if (total <= available)
+    return absl::OkStatus();
+  auto mib = [](int64_t bytes) {
+    return absl::StrFormat("%.1f MiB", double(bytes) / (1 << 20));
+  };
+  return absl::ResourceExhaustedError(
+      absl::StrCat(name(), " device: needs ", mib(total), " (weights ",
+                   mib(weights), ", arena ", mib(p.arenaBytes), ", KV pool ",
+                   mib(p.poolBytes), ", workspace ", mib(p.workspaceFloats * 4),
+                   ", tables and state ", mib(small), "); ", what));
 }
 
 absl::Status PlanDevice::setTable(int32_t seq,

@@ -96,6 +96,11 @@ public:
 protected:
   explicit PlanDevice(Program program);
 
+  /// Fails, naming each part's size, when the weights and every region the
+  /// plans name need more than `available` bytes; `what` says whose bytes
+  /// ("the GPU has 80.0 GiB free of 141.0 GiB").
+  absl::Status checkMemory(int64_t available, const std::string &what) const;
+
   /// Sends the staged step inputs (tokens_, positions_, rowSeqs_ for `rows`
   /// rows, count_, sampling_) to the device.
   virtual absl::Status sendInputs(int64_t rows) = 0;

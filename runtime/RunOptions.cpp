@@ -156,6 +156,9 @@ absl::StatusOr<RunResult> runRequests(Device &device, int64_t vocab,
   RunResult out;
   auto start = std::chrono::steady_clock::now();
   if (auto *plans = dynamic_cast<PlanDevice *>(&device)) {
+    if (absl::Status s = checkMaxBatch(options.maxBatch, plans->program());
+        !s.ok())
+      return s;
     Scheduler scheduler(*plans, options);
     for (Request &r : requests)
       if (auto id = scheduler.submit(std::move(r)); !id.ok())
@@ -192,6 +195,14 @@ absl::StatusOr<RunResult> runRequests(Device &device, int64_t vocab,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   return out;
+}
+
+absl::Status checkMaxBatch(int64_t maxBatch, const Program &program) {
+  if (maxBatch <= program.sequences)
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--max-batch ", maxBatch, ": the bundle runs at most ", program.sequences,
+      " sequences at once (compile it with a larger --max-batch)"));
 }
 
 std::string dumpPathFor(const std::string &path, size_t i, size_t n) {

@@ -65,6 +65,10 @@ absl::StatusOr<RunResult> runRequests(Device &device, int64_t vocab,
                                       std::vector<Request> requests,
                                       const SchedulerOptions &options);
 
+/// --max-batch against a bundle's slots: more sequences at once than it
+/// was compiled for is a usage error.
+absl::Status checkMaxBatch(int64_t maxBatch, const Program &program);
+
 /// --dump-logits of request i of n: the path for one request, else the
 /// path with ".i" before its extension (out.safetensors: out.0.safetensors).
 std::string dumpPathFor(const std::string &path, size_t i, size_t n);

@@ -192,17 +192,13 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
       {Region::Sampled, rows * 4},
       {Region::History, p.sequences * p.vocab * 4},
       {Region::Tokens, inputBytes()}};
-  int64_t total = weightBytes;
-  for (auto [region, bytes] : sizes)
-    total += bytes;
   size_t free = 0, all = 0;
   KILN_CU(memGetInfo(&free, &all));
-  if (total > int64_t(free))
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cuda device: needs ", mib(total), " (weights ", mib(weightBytes),
-        ", arena ", mib(p.arenaBytes), ", KV pool ", mib(p.poolBytes),
-        ", workspace ", mib(p.workspaceFloats * 4), "); the GPU has ",
-        mib(free), " free of ", mib(all)));
+  if (absl::Status s =
+          checkMemory(int64_t(free), absl::StrCat("the GPU has ", mib(free),
+                                                  " free of ", mib(all)));
+      !s.ok())
+    return s;
 
   auto alloc = [&](int64_t bytes, CUdeviceptr &out) -> absl::Status {
     KILN_CU(memAlloc(&out, std::max<int64_t>(bytes, 4)));

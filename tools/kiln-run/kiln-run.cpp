@@ -145,6 +145,8 @@ int main(int argc, char **argv) {
   auto bundle = readBundle(bundlePath);
   if (!bundle.ok())
     return fail(bundle.status());
+  if (absl::Status s = checkMaxBatch(maxBatch, bundle->program); !s.ok())
+    return fail(s, 2);
   const LlamaConfig &c = bundle->config;
   for (const std::vector<int32_t> &prompt : *prompts)
     if (absl::Status s =

@@ -267,6 +267,10 @@ int runRun() {
     auto bundle = readBundle(model);
     if (!bundle.ok())
       return fail(bundle.status());
+    if (maxBatchFlag.getNumOccurrences() > 0)
+      if (absl::Status s = checkMaxBatch(maxBatchFlag, bundle->program);
+          !s.ok())
+        return fail(s, 2);
     c = bundle->config;
     name = bundle->model;
     if (absl::Status s = tokenize(weightsFolder, c.vocabSize); !s.ok())
