@@ -16,7 +16,10 @@
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unistd.h>
 
@@ -196,7 +199,31 @@ KernelCache::find(const std::string &prefix) const {
   return found.front();
 }
 
+int KernelCache::removeStaleTemporaries() {
+  // "<digest>.kernel.tmp.<pid>": a write in progress, or the remains of a
+  // process that died in one (SIGKILL, power loss).
+  std::vector<std::string> stale;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir_, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    size_t at = name.find(".kernel.tmp.");
+    int pid = 0;
+    if (at == llvm::StringRef::npos ||
+        name.substr(at + strlen(".kernel.tmp.")).getAsInteger(10, pid) ||
+        pid <= 0)
+      continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) // its writer is gone
+      stale.push_back(it->path());
+  }
+  int removed = 0;
+  for (const std::string &file : stale)
+    removed += llvm::sys::fs::remove(file) ? 0 : 1;
+  return removed;
+}
+
 llvm::Expected<int> KernelCache::clear() {
+  removeStaleTemporaries();
   int n = 0;
   for (const Entry &e : list()) {
     if (std::error_code ec = llvm::sys::fs::remove(path(e.digest)))
@@ -216,6 +243,7 @@ compileKernelsCached(const std::vector<KernelCode> &kernels,
       jobs.push_back({k, t});
   std::vector<std::optional<CompiledKernel>> done(jobs.size());
   std::mutex lock;
+  cache.removeStaleTemporaries();
   std::string errors;
   hits = 0;
   llvm::parallelFor(0, jobs.size(), [&](size_t i) {

@@ -49,6 +49,9 @@ public:
   llvm::Expected<Entry> find(const std::string &prefix) const;
   /// Removes every entry; returns how many.
   llvm::Expected<int> clear();
+  /// Removes the temporary files of writers that died mid-write (their
+  /// process is gone); returns how many. Every compile starts with it.
+  int removeStaleTemporaries();
 
 private:
   std::string path(const std::string &digest) const;
