@@ -27,6 +27,8 @@ config.environment["KILN_CACHE_DIR"] = os.path.join(config.test_exec_root, "kern
 # The kiln binary by path, for helpers that start it themselves.
 config.substitutions.append(
     ("%kiln-path", os.path.join(config.kiln_tools_dir, "kiln")))
+config.substitutions.append(
+    ("%kiln-run-path", os.path.join(config.kiln_tools_dir, "kiln-run")))
 
 fixtures = os.path.join(config.test_source_root, "fixtures")
 config.substitutions.append(("%fixtures", fixtures))

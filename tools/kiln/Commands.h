@@ -56,6 +56,12 @@ struct CompiledModel {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::vector<WeightSpec> weights;
 };
+
+/// A model folder's checkpoint, when it has one, checked against what the
+/// module needs: a damaged folder is refused even where only its shapes are
+/// used (compile, tune).
+absl::Status checkWeightsIfPresent(const CompiledModel &m);
+
 /// Called with the module after the frontend ("frontend") and after each
 /// pipeline stage (named by its pass); an error stops the compile.
 using StageHook =

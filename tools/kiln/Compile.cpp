@@ -62,6 +62,15 @@ cl::opt<bool> printLocations("print-locations",
                              cl::sub(compileCommand()));
 } // namespace
 
+absl::Status checkWeightsIfPresent(const CompiledModel &m) {
+  if (!WeightSet::present(m.source.folder))
+    return absl::OkStatus();
+  auto weights = WeightSet::open(m.source.folder);
+  if (!weights.ok())
+    return weights.status();
+  return (*weights)->check(m.weights);
+}
+
 int fail(const absl::Status &status, int code) {
   llvm::errs() << "kiln: error: " << std::string(status.message()) << "\n";
   return code;
@@ -256,13 +265,8 @@ int runCompile() {
                     ".svg) to "
                  << dumpDir << "\n";
   }
-  if (WeightSet::present(compiled->source.folder)) {
-    auto weights = WeightSet::open(compiled->source.folder);
-    if (!weights.ok())
-      return fail(weights.status());
-    if (absl::Status s = (*weights)->check(compiled->weights); !s.ok())
-      return fail(s);
-  }
+  if (absl::Status s = checkWeightsIfPresent(*compiled); !s.ok())
+    return fail(s);
 
   std::string tuningReport;
   if (absl::Status s = applyTuningDb(

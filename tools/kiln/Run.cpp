@@ -189,6 +189,8 @@ int runRun() {
         return s;
     return absl::OkStatus();
   };
+  // Known once the vocabulary is; checked before a device is picked.
+  absl::StatusOr<std::vector<int32_t>> stopIds = std::vector<int32_t>();
   auto samplingOr =
       parseSampling({temperatureFlag, topKFlag, topPFlag, seedFlag,
                      repetitionFlag, presenceFlag, frequencyFlag});
@@ -277,6 +279,8 @@ int runRun() {
       return fail(s);
     if (absl::Status s = checkPrompts(c); !s.ok())
       return fail(s);
+    if (stopIds = parseStopIds(stopIdsFlag, c.vocabSize); !stopIds.ok())
+      return fail(stopIds.status(), 2);
     if (absl::Status s =
             openWeights(weightsFolder, manifestSpecs(bundle->program.weights));
         !s.ok())
@@ -303,6 +307,8 @@ int runRun() {
       return fail(s);
     if (absl::Status s = checkPrompts(c); !s.ok())
       return fail(s);
+    if (stopIds = parseStopIds(stopIdsFlag, c.vocabSize); !stopIds.ok())
+      return fail(stopIds.status(), 2);
     if (absl::Status s = openWeights(folder, compiled->weights); !s.ok())
       return fail(s);
     // The kernels take f16 storage and the fused IR; the interpreter takes
@@ -334,9 +340,6 @@ int runRun() {
   }
   if (!dev.ok())
     return fail(dev.status());
-  auto stopIds = parseStopIds(stopIdsFlag, c.vocabSize);
-  if (!stopIds.ok())
-    return fail(stopIds.status(), 2);
   // With a tokenizer: each prompt, then its continuation as it comes, until
   // the end-of-sequence token or a stop string. One prompt streams to the
   // terminal; a batch's texts are printed as each request ends.

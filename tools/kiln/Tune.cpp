@@ -102,6 +102,8 @@ int runTune() {
   auto compiled = compileModel(ctx, name, *opts);
   if (!compiled.ok())
     return fail(compiled.status());
+  if (absl::Status s = checkWeightsIfPresent(*compiled); !s.ok())
+    return fail(s);
   auto seqLens = parseLengths("seq-lens", seqLensFlag,
                               compiled->source.config.maxPositions);
   if (!seqLens.ok())

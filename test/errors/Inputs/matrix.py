@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""matrix.py WORK KILN KILN_RUN FIXTURE MAKE_BAD_MODEL: the bad-input
+matrix. Every command that reads a model folder, a bundle or a tuning
+database gets each damaged one, and every command some bad flags; each
+case must exit 1 (bad input) or 2 (bad usage) with exactly one line on
+stderr, "kiln: error: " (or "kiln-run: error: ") naming the input, no
+signal or core dump, and leave no output file behind. Prints a line per
+case; exits 1 if any case breaks the rule."""
+import os, subprocess, sys
+
+work, kiln, kiln_run, fixture, make_bad = sys.argv[1:6]
+os.makedirs(work, exist_ok=True)
+py = sys.executable
+
+
+def path(name):
+    return os.path.join(work, name)
+
+
+def run(*cmd):
+    return subprocess.run(list(cmd), capture_output=True, text=True)
+
+
+# The damaged inputs, built once.
+models = ["garbled-config", "missing-field", "heads-not-dividing",
+          "not-llama", "truncated", "header-not-json", "missing-tensor",
+          "int-weight"]
+for m in models:
+    subprocess.check_call([py, make_bad, fixture, path("model-" + m), m])
+good_bundle = path("good.kiln")
+subprocess.check_call([kiln, "compile", "tiny-gqa", "-o", good_bundle],
+                      stdout=subprocess.DEVNULL)
+raw = open(good_bundle, "rb").read()
+bundles = {
+    "bundle-truncated": raw[:len(raw) // 2],
+    "bundle-flipped": raw[:len(raw) // 3] + bytes([raw[len(raw) // 3] ^ 1])
+    + raw[len(raw) // 3 + 1:],
+    "bundle-not-a-bundle": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ",
+    "bundle-empty": b"",
+}
+for name, data in bundles.items():
+    open(path(name + ".kiln"), "wb").write(data)
+open(path("db-garbled.json"), "w").write('{"format": "kiln-tuning-db", "ver')
+open(path("db-not-a-db.json"), "w").write('[1, 2, 3]')
+
+cases = []  # (expected exit, input named in the error, output that must not exist, cmd)
+for m in models:
+    d = path("model-" + m)
+    out = path("out-" + m)
+    cases += [
+        (1, d, out + ".kiln", [kiln, "compile", d, "-o", out + ".kiln"]),
+        (1, d, out + ".safetensors", [kiln, "run", d, "--prompt-ids", "1,2",
+                                      "--device", "ref", "--dump-logits",
+                                      out + ".safetensors"]),
+        (1, d, out + ".json", [kiln, "tune", d, "--seq-lens", "1",
+                               "--families", "prefill.epilogue",
+                               "--tuning-db", out + ".json"]),
+    ]
+for name in bundles:
+    b = path(name + ".kiln")
+    out = path("out-" + name)
+    cases += [
+        (1, b, None, [kiln, "inspect", b]),
+        (1, b, out + ".safetensors", [kiln, "run", b, "--random-weights",
+                                      "--device", "emu", "--prompt-ids", "1",
+                                      "--dump-logits", out + ".safetensors"]),
+        (1, b, out + ".run.safetensors",
+         [kiln_run, b, "--random-weights", "--device", "emu",
+          "--prompt-ids", "1", "--dump-logits", out + ".run.safetensors"]),
+    ]
+for name in ("db-garbled", "db-not-a-db"):
+    db = path(name + ".json")
+    cases += [
+        (1, db, path("out-" + name + ".kiln"),
+         [kiln, "compile", "tiny-gqa", "--tuning-db", db, "-o",
+          path("out-" + name + ".kiln")]),
+        (1, db, None, [kiln, "tune", "tiny-gqa", "--seq-lens", "1",
+                       "--families", "prefill.epilogue", "--tuning-db", db]),
+    ]
+# Usage: flags and flag combinations.
+cases += [
+    (2, "--max-new-tokens", None, [kiln, "run", "tiny-gqa", "--prompt-ids",
+                                   "1", "--max-new-tokens", "-1"]),
+    (2, "--prompt", None, [kiln, "run", "tiny-gqa", "--prompt", "hi",
+                           "--prompt-ids", "1"]),
+    (2, "--random-weights", None, [kiln, "run", "tiny-gqa",
+                                   "--random-weights", "--weights", work,
+                                   "--prompt-ids", "1"]),
+    (2, "--no-logits", None, [kiln, "run", "tiny-gqa", "--prompt-ids", "1",
+                              "--no-logits", "--dump-logits",
+                              path("x.safetensors")]),
+    (2, "--kernel-options", None, [kiln, "compile", "tiny-gqa",
+                                   "--kernel-options", "gemv-rows=99"]),
+    (2, "--max-context", None, [kiln, "compile", "tiny-gqa",
+                                "--max-context", "-5"]),
+    (2, "--kv-memory", None, [kiln, "compile", "tiny-gqa", "--kv-memory",
+                              "-1"]),
+    (2, "--batch", None, [kiln, "tune", "tiny-gqa", "--tuning-db",
+                          path("t.json"), "--batch", "0"]),
+    (2, "--stop-ids", None, [kiln, "run", "tiny-gqa", "--prompt-ids", "1",
+                             "--stop-ids", "99999"]),
+    (2, "--device", None, [kiln_run, good_bundle, "--random-weights",
+                           "--device", "tpu", "--prompt-ids", "1"]),
+    (2, "--temperature", None, [kiln_run, good_bundle, "--random-weights",
+                                "--prompt-ids", "1", "--temperature", "x"]),
+    (2, "--weights", None, [kiln_run, good_bundle, "--prompt-ids", "1"]),
+    (2, "cache", None, [kiln, "cache", "explain", "abc"]),
+]
+
+bad = 0
+for code, named, output, cmd in cases:
+    r = run(*cmd)
+    lines = r.stderr.splitlines()
+    problems = []
+    if r.returncode != code:
+        problems.append(f"exit {r.returncode}, expected {code}")
+    if len(lines) != 1:
+        problems.append(f"{len(lines)} lines on stderr")
+    elif not lines[0].startswith(("kiln: error: ", "kiln-run: error: ")):
+        problems.append("not a kiln error line")
+    elif os.path.basename(named) not in lines[0]:
+        problems.append(f"does not name {os.path.basename(named)}")
+    if "core dumped" in r.stderr or r.returncode < 0:
+        problems.append("crashed")
+    if output and os.path.exists(output):
+        problems.append(f"left {os.path.basename(output)} behind")
+    label = " ".join(os.path.basename(c) if c.startswith(work) or c in (kiln, kiln_run) else c for c in cmd[:6])
+    if problems:
+        bad += 1
+        print(f"FAIL {label}: {'; '.join(problems)}: {r.stderr.strip()[:300]}")
+    else:
+        print(f"ok   {label}")
+print(f"{len(cases) - bad} of {len(cases)} cases held to the rule")
+sys.exit(1 if bad else 0)
