@@ -191,12 +191,15 @@ std::string kernelGraphDot(func::FuncOp fn, CostShape shape) {
 }
 
 absl::StatusOr<std::string> renderSvg(const std::string &dot) {
-  GVC_t *gvc = gvContext();
+  // One Graphviz context for the whole process, never freed: Graphviz
+  // 2.42's pango plugin keeps a pointer to the last font name it measured,
+  // and freeing a context frees that name, so the next context's first
+  // label compared against freed memory (found by the sanitized build with
+  // --dump-ir-after-all, which renders once per pass).
+  static GVC_t *gvc = gvContext();
   Agraph_t *g = agmemread(dot.c_str());
-  if (!g) {
-    gvFreeContext(gvc);
+  if (!g)
     return absl::InternalError("graphviz could not read the kernel graph");
-  }
   std::string svg;
   char *data = nullptr;
   unsigned int length = 0;
@@ -208,7 +211,6 @@ absl::StatusOr<std::string> renderSvg(const std::string &dot) {
     gvFreeRenderData(data);
   gvFreeLayout(gvc, g);
   agclose(g);
-  gvFreeContext(gvc);
   if (!ok)
     return absl::InternalError("graphviz could not lay out the kernel graph "
                                "(is the dot layout plugin installed?)");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
@@ -134,6 +135,11 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
     if (launch.gemm.m <= 0 || launch.gemm.n <= 0 || launch.gemm.k <= 0)
       return absl::InvalidArgumentError(
           absl::StrCat("launch ", launch.name, " has an empty GEMM"));
+    // cuBLAS takes 32-bit sizes; bounding them also keeps the products
+    // below (m * k * 2, m * n) inside int64_t.
+    if (std::max({launch.gemm.m, launch.gemm.n, launch.gemm.k}) > INT32_MAX)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch ", launch.name, " has a GEMM size past 2^31 - 1"));
   } else {
     launch.kernel = l.at("kernel").get<int>();
     launch.grid = l.at("grid").get<std::array<int64_t, 3>>();
@@ -187,7 +193,7 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
   const GemmShape &g = launch.gemm;
   if (launch.kernel == kGemm &&
       (launch.args[0].region != Region::Arena ||
-       launch.args[0].offset + g.m * g.k * 2 > p.arenaBytes ||
+       g.m * g.k * 2 > p.arenaBytes - launch.args[0].offset ||
        launch.args[1].region != Region::Weight ||
        launch.args[2].region != Region::Workspace ||
        g.m * g.n > p.workspaceFloats))

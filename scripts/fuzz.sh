@@ -1,29 +1,23 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/, with ASan and UBSan) into build-fuzz/
+# Builds the libFuzzer targets (fuzz/, with ASan and UBSan) in the
+# sanitized build (build-sanitize/, scripts/configure-sanitize.sh)
 # and runs each for FUZZ_SECONDS (default 60) from its seed corpus
 # (fuzz/corpus/NAME, copied so that what a run finds stays out of the
 # repository), after replaying every regression input once
 # (fuzz/regressions/NAME). A crash stops the script with the fuzzer's
-# report; its input (crash-*) is left in build-fuzz/findings/NAME.
+# report; its input (crash-*) is left in build-sanitize/findings/NAME.
 # Usage: scripts/fuzz.sh [NAME...]   (default: all; docs/fuzzing.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 all="safetensors config bundle tuning-db kernel-cache ir"
 names=${*:-$all}
-if [ ! -f build-fuzz/build.ninja ]; then
-  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
-    -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld \
-    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-    -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=OFF >/dev/null
-fi
+./scripts/configure-sanitize.sh
 targets=""
 for n in $names; do targets="$targets kiln-fuzz-$n"; done
-cmake --build build-fuzz --target $targets >/dev/null
-export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
+cmake --build build-sanitize --target $targets >/dev/null
 for n in $names; do
-  bin=build-fuzz/bin/kiln-fuzz-$n
+  bin=build-sanitize/bin/kiln-fuzz-$n
   if [ -d "fuzz/regressions/$n" ]; then
     "$bin" -runs=0 "fuzz/regressions/$n" >/dev/null 2>&1 || {
       echo "fuzz: $n: a regression input fails again:"
@@ -31,15 +25,15 @@ for n in $names; do
       exit 1
     }
   fi
-  work=build-fuzz/corpus/$n findings=build-fuzz/findings/$n
+  work=build-sanitize/corpus/$n findings=build-sanitize/findings/$n
   rm -rf "$work" && mkdir -p "$work" "$findings"
   cp -r "fuzz/corpus/$n/." "$work/"
   if ! "$bin" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
     -rss_limit_mb=4096 -artifact_prefix="$findings/" "$work" \
-    >"build-fuzz/$n.log" 2>&1; then
+    >"build-sanitize/$n.log" 2>&1; then
     echo "fuzz: $n: found a crash (input in $findings):"
-    tail -40 "build-fuzz/$n.log"
+    tail -40 "build-sanitize/$n.log"
     exit 1
   fi
-  echo "fuzz: $n: $(grep -o 'Done [0-9]* runs' "build-fuzz/$n.log" | tail -1) in ${seconds} s, no crash"
+  echo "fuzz: $n: $(grep -o 'Done [0-9]* runs' "build-sanitize/$n.log" | tail -1) in ${seconds} s, no crash"
 done

@@ -47,21 +47,28 @@ config.substitutions.append(
 # AddressSanitizer for the emu device's kernels: the kernels are built with
 # -fsanitize=address and the runtime is preloaded, so every buffer the
 # device allocates gets redzones and an out-of-bounds access in a generated
-# kernel aborts the run.
+# kernel aborts the run. In the sanitized build (-DKILN_SANITIZE=ON) every
+# kernel is built so already and the runtime is inside the tools.
 import subprocess
-try:
-    asan = subprocess.run(["c++", "-print-file-name=libasan.so"],
-                          capture_output=True, text=True).stdout.strip()
-except OSError:
-    asan = ""
-if asan and os.path.isabs(asan) and os.path.exists(asan):
+emu_asan_cache = "KILN_EMU_CACHE=%s" % os.path.join(config.test_exec_root,
+                                                    "emu-asan-cache")
+if config.kiln_sanitize:
     config.available_features.add("emu-asan")
-    config.substitutions.append(
-        ("%emu-asan",
-         "env KILN_EMU_CACHE=%s KILN_EMU_CXXFLAGS='-fsanitize=address "
-         "-fno-omit-frame-pointer' LD_PRELOAD=%s "
-         "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0"
-         % (os.path.join(config.test_exec_root, "emu-asan-cache"), asan)))
+    config.substitutions.append(("%emu-asan", "env " + emu_asan_cache))
+else:
+    try:
+        asan = subprocess.run(["c++", "-print-file-name=libasan.so"],
+                              capture_output=True, text=True).stdout.strip()
+    except OSError:
+        asan = ""
+    if asan and os.path.isabs(asan) and os.path.exists(asan):
+        config.available_features.add("emu-asan")
+        config.substitutions.append(
+            ("%emu-asan",
+             "env %s KILN_EMU_CXXFLAGS='-fsanitize=address "
+             "-fno-omit-frame-pointer' LD_PRELOAD=%s "
+             "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0"
+             % (emu_asan_cache, asan)))
 
 # Whether this machine has a CUDA driver (the cuda device's tests of a
 # missing driver run only where there is none).

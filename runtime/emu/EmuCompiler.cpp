@@ -95,11 +95,21 @@ compileEmuKernels(const std::vector<KernelCode> &kernels) {
   std::string header = env("KILN_EMU_HEADER", KILN_EMU_HEADER);
   // -fno-strict-aliasing: CUDA code reads vector loads through __half2
   // pointers, which nvcc allows and an optimizing host compiler would not.
+#ifdef KILN_EMU_SANITIZE_CXX
+  // The sanitized build checks the kernels' every access as well; their
+  // reports go to the sanitizer runtime inside this executable.
+  std::string compiler = env("CXX", KILN_EMU_SANITIZE_CXX);
+  std::string sanitize = " -fsanitize=address,undefined "
+                         "-fno-sanitize-recover=undefined "
+                         "-fno-omit-frame-pointer";
+#else
+  std::string compiler = env("CXX", "c++"), sanitize;
+#endif
   std::string command = absl::StrCat(
-      env("CXX", "c++"),
+      compiler,
       " -std=c++17 -O2 -fno-strict-aliasing -fPIC -shared -w -x c++ -I'",
       env("KILN_CUDA_INCLUDE", KILN_CUDA_INCLUDE_DIR), "' -include '", header,
-      "' ", env("KILN_EMU_CXXFLAGS", ""));
+      "'", sanitize, " ", env("KILN_EMU_CXXFLAGS", ""));
   std::vector<std::future<absl::StatusOr<EmuLaunchFn>>> jobs;
   for (const KernelCode &k : kernels)
     jobs.push_back(std::async(std::launch::async, compileOne, std::cref(k),
