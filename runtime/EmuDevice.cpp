@@ -1,12 +1,13 @@
 //===- EmuDevice.cpp ------------------------------------------------------===//
 #include "runtime/EmuDevice.h"
+#include "runtime/Generate.h"
 #include "runtime/Progress.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
+#include <chrono>
 #include <cstdlib>
-
 #include <cstring>
 
 namespace kiln {
@@ -85,18 +86,20 @@ void *EmuDevice::address(const Argument &a) {
 
 absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
   for (const Launch &l : launches) {
+    auto began = std::chrono::steady_clock::now();
     std::vector<void *> args;
     for (const Argument &a : l.args)
       args.push_back(address(a));
-    if (l.kernel == kGemm) {
+    if (l.kernel == kGemm)
       gemm(l.gemm, static_cast<const uint16_t *>(args[0]),
            static_cast<const uint16_t *>(args[1]),
            static_cast<float *>(args[2]));
-      continue;
-    }
-    kernels_[l.kernel](unsigned(l.grid[0]), unsigned(l.grid[1]),
-                       unsigned(l.grid[2]), unsigned(l.blockThreads),
-                       args.data());
+    else
+      kernels_[l.kernel](unsigned(l.grid[0]), unsigned(l.grid[1]),
+                         unsigned(l.grid[2]), unsigned(l.blockThreads),
+                         args.data());
+    if (timing_)
+      (*timing_)[timingName(l)] += secondsSince(began) * 1e6;
   }
   return absl::OkStatus();
 }

@@ -158,6 +158,8 @@ absl::Status PlanDevice::runStep(const std::vector<Launch> &launches,
     return s;
   if (absl::Status s = run(launches); !s.ok())
     return s;
+  lastLogitsAt_ = logitsAt;
+  lastRows_ = count_;
   if (logits) {
     size_t at = out.logits.size();
     out.logits.resize(at + size_t(count_) * program_.vocab);
@@ -170,6 +172,18 @@ absl::Status PlanDevice::runStep(const std::vector<Launch> &launches,
     return s;
   out.sampled.assign(sampled_.begin(), sampled_.begin() + sampledRows);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> PlanDevice::lastLogits(int64_t row) {
+  if (row < 0 || row >= lastRows_)
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), " device: the last step has no row ", row));
+  std::vector<float> out(program_.vocab);
+  if (absl::Status s = readLogits(lastLogitsAt_ + row * program_.vocab * 4,
+                                  out.data(), out.size());
+      !s.ok())
+    return s;
+  return out;
 }
 
 absl::StatusOr<std::vector<float>> PlanDevice::decode(int32_t token,

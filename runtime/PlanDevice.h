@@ -15,6 +15,8 @@
 #include "runtime/Program.h"
 #include "runtime/Weights.h"
 
+#include <map>
+
 namespace kiln {
 
 /// Where a device's weight buffers come from: a checkpoint, packed as the
@@ -93,8 +95,24 @@ public:
   absl::StatusOr<StepResult> decodeBatch(std::span<const BatchRow> rows,
                                          bool logits);
 
+  // Measuring (kiln-run --time-candidates, runtime/TimeCandidates.h).
+  /// While set, every launch of every step runs on its own and its time on
+  /// the device (CUDA events; the emu device's clock) is added to `sink`
+  /// under its kernel's name (cuBLAS GEMMs: "cublas"), in microseconds.
+  void timeLaunches(std::map<std::string, double> *sink) { timing_ = sink; }
+  /// Empties the device's caches (L2), so that the next step reads its
+  /// inputs from memory as a real step after other work would.
+  virtual absl::Status flushCaches() { return absl::OkStatus(); }
+  /// Row `row` of the last step's logits ([V] f32), read from the device.
+  absl::StatusOr<std::vector<float>> lastLogits(int64_t row);
+
 protected:
   explicit PlanDevice(Program program);
+
+  /// The name a launch's time goes under: its kernel's, or "cublas".
+  std::string timingName(const Launch &l) const {
+    return l.kernel == kGemm ? "cublas" : program_.kernels[l.kernel].name;
+  }
 
   /// Fails, naming each part's size, when the weights and every region the
   /// plans name need more than `available` bytes; `what` says whose bytes
@@ -120,9 +138,10 @@ protected:
   // The step's inputs, a row per token of the largest plan ([rows]).
   std::vector<int32_t> tokens_, positions_, rowSeqs_;
   int32_t count_ = 0;
-  std::vector<SamplingParams> sampling_; // [sequences]
-  std::vector<int32_t> tables_;          // [sequences, tableBlocks]
-  std::vector<int32_t> sampled_;         // [rows]
+  std::vector<SamplingParams> sampling_;            // [sequences]
+  std::vector<int32_t> tables_;                     // [sequences, tableBlocks]
+  std::vector<int32_t> sampled_;                    // [rows]
+  std::map<std::string, double> *timing_ = nullptr; // timeLaunches
 
 private:
   absl::Status checkPositions(int32_t seq,
@@ -133,8 +152,9 @@ private:
   absl::Status runStep(const std::vector<Launch> &launches, int64_t rows,
                        int64_t logitsAt, int64_t sampledRows, bool logits,
                        StepResult &out);
-  std::vector<int64_t> blocksOf_; // [sequences]: table entries in use
-  bool tablesChanged_ = false;    // tables_ differ from the device's
+  std::vector<int64_t> blocksOf_;           // [sequences]: table entries in use
+  int64_t lastLogitsAt_ = 0, lastRows_ = 0; // the last step's logits
+  bool tablesChanged_ = false;              // tables_ differ from the device's
 };
 
 } // namespace kiln

@@ -169,6 +169,23 @@ const std::vector<TuneFamily> &tuneFamilies() {
   return families;
 }
 
+std::vector<std::string> familyKernels(ModuleOp module,
+                                       const TuneFamily &family) {
+  std::vector<std::string> names;
+  auto add = [&](Operation *op, const char *suffix) {
+    auto kernel = op ? op->getAttrOfType<StringAttr>("kiln.kernel") : nullptr;
+    std::string name = kernel ? kernel.str() + suffix : "";
+    if (!name.empty() && llvm::find(names, name) == names.end())
+      names.push_back(name);
+  };
+  for (Operation *op : familyOps(module, family)) {
+    add(op, "");
+    if (family.name == "decode.attention")
+      add(batchAttention(module, op), kBatchSuffix);
+  }
+  return names;
+}
+
 std::string familySignature(ModuleOp module, const TuneFamily &family) {
   Fnv1a h;
   h.add(family.name);
@@ -247,7 +264,9 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
         bool ok = true;
       };
       std::vector<Candidate> candidates;
-      for (const std::string &knobs : f->candidates) {
+      auto only = opts.candidates.find(f->name);
+      for (const std::string &knobs :
+           only == opts.candidates.end() ? f->candidates : only->second) {
         Candidate c{knobs, {}, {}, true};
         c.opts.smCount = gpu->sms;
         if (llvm::Error e = parseCodegenOptions(knobs, c.opts)) {
@@ -375,6 +394,13 @@ llvm::Error applyTuning(ModuleOp module, const TuningDb &db,
       why = "other kernels: another model or other compile options";
     else if (e.buckets.empty())
       why = "no buckets";
+    else if (e.source == "cost-model")
+      for (const TuningEntry &m : db.entries)
+        if (m.source != "cost-model" && m.key.arch == e.key.arch &&
+            m.key.nvrtc == e.key.nvrtc && m.key.family == e.key.family &&
+            m.key.signature == e.key.signature && m.key.batch == e.key.batch &&
+            !m.buckets.empty())
+          why = "measured on " + m.key.gpu + " (" + m.source + ")";
     if (!why.empty()) {
       notes.push_back("ignored " + e.key.str() + ": " + why);
       continue;

@@ -20,6 +20,7 @@
 #include "llvm/Support/Error.h"
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct TuneOptions {
   std::vector<int64_t> seqLens = {1, 2, 4, 8, 16, 32, 64, 128};
   std::vector<int64_t> batches = {1};
   std::vector<std::string> families; // empty: every family
+  /// Knob settings per family (kiln tune --knobs); a family not here
+  /// tries all of its candidates.
+  std::map<std::string, std::vector<std::string>> candidates;
   std::string target = "sm_90";
   std::string dbPath;  // read first (a resumed run), written after each length
   std::string plotDir; // an SVG per family and batch, when set
@@ -56,6 +60,12 @@ struct TuneResult {
 /// whether a database entry is about these kernels.
 std::string familySignature(mlir::ModuleOp module, const TuneFamily &family);
 
+/// The kernels of `family`'s ops in `module`, named as a bundle's Program
+/// names them (decode.attention: the batched plans' variants too): whose
+/// times are the family's in a measurement.
+std::vector<std::string> familyKernels(mlir::ModuleOp module,
+                                       const TuneFamily &family);
+
 /// Tunes `module` (through the whole kiln pipeline) with the cost model of
 /// opts.target's GPU, kernels compiled through `cache` for ptxas' figures.
 /// `progress(done, total)` is called after each length.
@@ -68,7 +78,9 @@ tune(mlir::ModuleOp module, const TuneOptions &opts, KernelCache &cache,
 /// prefill families' buckets), and each batch bucket's attention knobs
 /// (from the entry of the largest batch tuned that is not larger). Entries
 /// of another target, NVRTC or signature (another model or options) are
-/// ignored; `notes` gets a line per entry, used or ignored and why.
+/// ignored, and so is the cost model's entry where a measured one exists
+/// for the same family and batch; `notes` gets a line per entry, used or
+/// ignored and why.
 llvm::Error applyTuning(mlir::ModuleOp module, const TuningDb &db,
                         const std::string &target, CodegenOptions &opts,
                         std::vector<std::string> &notes);

@@ -23,6 +23,7 @@ namespace kiln {
 // versioned symbol libcuda exports).
 #define KILN_CUDA_DRIVER_FUNCTIONS(X)                                          \
   X(init, cuInit, "cuInit")                                                    \
+  X(driverGetVersion, cuDriverGetVersion, "cuDriverGetVersion")                \
   X(deviceGetCount, cuDeviceGetCount, "cuDeviceGetCount")                      \
   X(deviceGet, cuDeviceGet, "cuDeviceGet")                                     \
   X(deviceGetName, cuDeviceGetName, "cuDeviceGetName")                         \
@@ -52,6 +53,12 @@ namespace kiln {
   X(graphLaunch, cuGraphLaunch, "cuGraphLaunch")                               \
   X(graphExecDestroy, cuGraphExecDestroy, "cuGraphExecDestroy")                \
   X(graphDestroy, cuGraphDestroy, "cuGraphDestroy")                            \
+  X(eventCreate, cuEventCreate, "cuEventCreate")                               \
+  X(eventRecord, cuEventRecord, "cuEventRecord")                               \
+  X(eventSynchronize, cuEventSynchronize, "cuEventSynchronize")                \
+  /* the first version: every driver has it (_v2 came with 12.8) */            \
+  X(eventElapsedTime, cuEventElapsedTime, "cuEventElapsedTime")                \
+  X(eventDestroy, cuEventDestroy_v2, "cuEventDestroy_v2")                      \
   X(getErrorString, cuGetErrorString, "cuGetErrorString")
 
 /// The driver's functions, from libcuda.so.1.

@@ -9,6 +9,7 @@
 
 #include <cublas_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,7 +48,10 @@ absl::StatusOr<CudaGpu> probeCudaGpu() {
                        dev);
   d.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                        dev);
-  return CudaGpu{name, absl::StrCat("sm_", major, minor)};
+  int version = 0;
+  d.driverGetVersion(&version);
+  return CudaGpu{name, absl::StrCat("sm_", major, minor),
+                 absl::StrCat(version / 1000, ".", version % 1000 / 10)};
 }
 
 absl::StatusOr<std::unique_ptr<CudaDevice>>
@@ -110,6 +114,8 @@ CudaDevice::~CudaDevice() {
       cu_->graphExecDestroy(exec);
   for (CUgraph g : graphSources_)
     cu_->graphDestroy(g);
+  for (CUevent e : events_)
+    cu_->eventDestroy(e);
   if (stream_)
     cu_->streamDestroy(stream_);
   for (CUdeviceptr p : allocations_)
@@ -317,6 +323,8 @@ bool CudaDevice::isDecodePlan(const std::vector<Launch> &launches) const {
 }
 
 absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
+  if (timing_)
+    return launchTimed(launches);
   // Decode steps repeat: each plan is captured once and replayed.
   if (!useGraphs_ || !isDecodePlan(launches))
     return launch(launches);
@@ -355,34 +363,77 @@ CudaDevice::capture(const std::vector<Launch> &launches) {
 }
 
 absl::Status CudaDevice::launch(const std::vector<Launch> &launches) {
-  for (const Launch &l : launches) {
-    std::vector<CUdeviceptr> args; // the kernel's parameters
-    for (const Argument &a : l.args)
-      args.push_back(address(a));
-    if (l.kernel == kGemm) {
-      // Row-major C[m, n] = A[m, k] . W[n, k]^T is column-major
-      // C^T[n, m] = W^T . A^T: W transposed, A as is.
-      const float one = 1.0f, zero = 0.0f;
-      const GemmShape &g = l.gemm;
-      int r = blas_->gemmEx(
-          blasHandle_, CUBLAS_OP_T, CUBLAS_OP_N, int(g.n), int(g.m), int(g.k),
-          &one, reinterpret_cast<void *>(args[1]), CUDA_R_16F, int(g.k),
-          reinterpret_cast<void *>(args[0]), CUDA_R_16F, int(g.k), &zero,
-          reinterpret_cast<void *>(args[2]), CUDA_R_32F, int(g.n),
-          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      if (r != 0)
-        return absl::InternalError(absl::StrCat(
-            "cuda device: cublasGemmEx for ", l.name, ": status ", r));
-      continue;
-    }
-    std::vector<void *> params;
-    for (CUdeviceptr &a : args)
-      params.push_back(&a);
-    KILN_CU(launchKernel(functions_[l.kernel], unsigned(l.grid[0]),
-                         unsigned(l.grid[1]), unsigned(l.grid[2]),
-                         unsigned(l.blockThreads), 1, 1, 0, stream_,
-                         params.data(), nullptr));
+  for (const Launch &l : launches)
+    if (absl::Status s = launchOne(l); !s.ok())
+      return s;
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::launchOne(const Launch &l) {
+  std::vector<CUdeviceptr> args; // the kernel's parameters
+  for (const Argument &a : l.args)
+    args.push_back(address(a));
+  if (l.kernel == kGemm) {
+    // Row-major C[m, n] = A[m, k] . W[n, k]^T is column-major
+    // C^T[n, m] = W^T . A^T: W transposed, A as is.
+    const float one = 1.0f, zero = 0.0f;
+    const GemmShape &g = l.gemm;
+    int r = blas_->gemmEx(
+        blasHandle_, CUBLAS_OP_T, CUBLAS_OP_N, int(g.n), int(g.m), int(g.k),
+        &one, reinterpret_cast<void *>(args[1]), CUDA_R_16F, int(g.k),
+        reinterpret_cast<void *>(args[0]), CUDA_R_16F, int(g.k), &zero,
+        reinterpret_cast<void *>(args[2]), CUDA_R_32F, int(g.n),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (r != 0)
+      return absl::InternalError(absl::StrCat("cuda device: cublasGemmEx for ",
+                                              l.name, ": status ", r));
+    return absl::OkStatus();
   }
+  std::vector<void *> params;
+  for (CUdeviceptr &a : args)
+    params.push_back(&a);
+  KILN_CU(launchKernel(functions_[l.kernel], unsigned(l.grid[0]),
+                       unsigned(l.grid[1]), unsigned(l.grid[2]),
+                       unsigned(l.blockThreads), 1, 1, 0, stream_,
+                       params.data(), nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::launchTimed(const std::vector<Launch> &launches) {
+  // Event i before launch i, event i + 1 after it: no graph, so that each
+  // launch's own time is seen (an event costs ~1 us of launch gap, not of
+  // the kernel's time).
+  while (events_.size() < launches.size() + 1) {
+    CUevent e;
+    KILN_CU(eventCreate(&e, CU_EVENT_DEFAULT));
+    events_.push_back(e);
+  }
+  KILN_CU(eventRecord(events_[0], stream_));
+  for (size_t i = 0; i < launches.size(); ++i) {
+    if (absl::Status s = launchOne(launches[i]); !s.ok())
+      return s;
+    KILN_CU(eventRecord(events_[i + 1], stream_));
+  }
+  KILN_CU(eventSynchronize(events_[launches.size()]));
+  for (size_t i = 0; i < launches.size(); ++i) {
+    float ms = 0;
+    KILN_CU(eventElapsedTime(&ms, events_[i], events_[i + 1]));
+    (*timing_)[timingName(launches[i])] += double(ms) * 1e3;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::flushCaches() {
+  if (!flushBuffer_) {
+    int l2 = 0;
+    KILN_CU(deviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, gpu_));
+    flushBytes_ = 2 * int64_t(std::max(l2, 1 << 20));
+    KILN_CU(memAlloc(&flushBuffer_, flushBytes_));
+    allocations_.push_back(flushBuffer_);
+  }
+  // Written, not read: every line of it passes through L2, evicting what
+  // was there. On the default stream, which the blocking stream waits for.
+  KILN_CU(memsetD8(flushBuffer_, 0, flushBytes_));
   return absl::OkStatus();
 }
 

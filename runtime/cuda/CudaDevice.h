@@ -17,6 +17,7 @@ using KernelBinaries =
 /// The GPU the cuda device would use (device 0): its name and target.
 struct CudaGpu {
   std::string name, target; // "NVIDIA H200", "sm_90"
+  std::string driver;       // the CUDA version the driver supports: "12.4"
 };
 absl::StatusOr<CudaGpu> probeCudaGpu();
 
@@ -39,6 +40,8 @@ public:
   ~CudaDevice() override;
 
   std::string name() const override { return "cuda"; }
+  /// Overwrites a buffer twice the L2's size.
+  absl::Status flushCaches() override;
 
 private:
   explicit CudaDevice(Program program) : PlanDevice(std::move(program)) {}
@@ -58,6 +61,9 @@ private:
                            const KernelBinaries &ptx);
   CUdeviceptr address(const Argument &a) const;
   absl::Status launch(const std::vector<Launch> &launches);
+  absl::Status launchOne(const Launch &l);
+  /// Each launch between two events; their times into timing_.
+  absl::Status launchTimed(const std::vector<Launch> &launches);
   bool isDecodePlan(const std::vector<Launch> &launches) const;
   absl::StatusOr<CUgraphExec> capture(const std::vector<Launch> &launches);
 
@@ -78,7 +84,10 @@ private:
   // kernel by kernel).
   std::map<const std::vector<Launch> *, CUgraphExec> graphs_;
   std::vector<CUgraph> graphSources_;
-  bool useGraphs_ = true; // KILN_CUDA_GRAPHS=0: off
+  bool useGraphs_ = true;       // KILN_CUDA_GRAPHS=0: off
+  std::vector<CUevent> events_; // launchTimed's, made on first use
+  CUdeviceptr flushBuffer_ = 0; // flushCaches': [2 * L2 bytes]
+  int64_t flushBytes_ = 0;
 };
 
 } // namespace kiln

@@ -12,6 +12,13 @@
 // last run: the first ones warm it up (modules loaded, cuBLAS's choices
 // made, the decode graphs captured).
 //
+//   kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N]
+//            [--measurements FILE]
+//
+// times the candidate bundles `kiln tune --emit-candidates DIR` wrote, on
+// random weights, and writes DIR/measurements.json for `kiln tune
+// --measurements` (runtime/TimeCandidates.h).
+//
 // The runtime without the compiler (no MLIR, no LLVM), so that one binary,
 // built with static Abseil and libstdc++, runs on another Linux machine
 // with a CUDA driver: the GPU check (bench/gpu_check.sh) carries it there.
@@ -20,7 +27,9 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Bundle.h"
 #include "runtime/EmuDevice.h"
+#include "runtime/Progress.h"
 #include "runtime/RunOptions.h"
+#include "runtime/TimeCandidates.h"
 #include "runtime/cuda/CudaDevice.h"
 
 #include "absl/strings/numbers.h"
@@ -28,6 +37,7 @@
 
 #include <cstdio>
 #include <map>
+#include <optional>
 
 using namespace kiln;
 
@@ -44,7 +54,73 @@ const char *kUsage =
     "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
     "[--temperature T] [--top-k K] [--top-p P] [--seed S] "
     "[--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F] "
-    "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N]";
+    "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N]\n"
+    "       kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N] "
+    "[--measurements FILE]";
+
+/// kiln-run --time-candidates: every candidate bundle's cases timed on
+/// `device`, the measurements written atomically.
+int timeCandidatesMain(const std::string &dir, const std::string &device,
+                       const std::string &repeatsFlag, std::string output) {
+  int64_t repeats = 0;
+  if (!absl::SimpleAtoi(repeatsFlag, &repeats) || repeats < 1 || repeats > 1000)
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+                    "--repeats: '", repeatsFlag, "' is not from 1 to 1000")),
+                2);
+  std::string manifest = dir + "/candidates.json";
+  if (output.empty())
+    output = dir + "/measurements.json";
+  TimingOptions options;
+  options.repeats = repeats;
+  options.device = device;
+  if (device == "cuda") {
+    auto gpu = probeCudaGpu();
+    if (!gpu.ok())
+      return fail(gpu.status());
+    options.device = gpu->name;
+    options.driver = gpu->driver;
+    options.source = "cuda-events";
+  } else {
+    options.driver = "none";
+    options.source = "emu-clock";
+  }
+  std::optional<Progress> progress; // "kiln: time  40% (12 of 30 bundles)"
+  options.progress = [&](int64_t done, int64_t total, const std::string &) {
+    if (!progress)
+      progress.emplace("time", total, 0, "bundles");
+    progress->update(done);
+  };
+  DeviceFactory open =
+      [&](Bundle &b) -> absl::StatusOr<std::unique_ptr<PlanDevice>> {
+    WeightProvider weights = WeightProvider::random(1);
+    if (device == "cuda") {
+      auto dev =
+          CudaDevice::create(std::move(b.program), b.cubin, b.ptx, weights);
+      if (!dev.ok())
+        return dev.status();
+      return std::unique_ptr<PlanDevice>(std::move(*dev));
+    }
+    auto dev = EmuDevice::create(std::move(b.program), weights);
+    if (!dev.ok())
+      return dev.status();
+    return std::unique_ptr<PlanDevice>(std::move(*dev));
+  };
+  auto measured = timeCandidates(manifest, open, options);
+  progress.reset();
+  if (!measured.ok())
+    return fail(measured.status());
+  if (absl::Status s = writeMeasurementSet(output, *measured); !s.ok())
+    return fail(s);
+  int64_t rejected = 0;
+  for (const Measurement &m : measured->candidates)
+    rejected += m.rejected;
+  std::printf("kiln-run: timed %zu candidate cases and %zu default cases on "
+              "%s (%s, %lld repeats): %lld rejected; %s\n",
+              measured->candidates.size(), measured->defaults.size(),
+              measured->device.c_str(), measured->source.c_str(),
+              (long long)repeats, (long long)rejected, output.c_str());
+  return 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -64,7 +140,10 @@ int main(int argc, char **argv) {
                                               {"stop-ids", ""},
                                               {"max-batch", "0"},
                                               {"no-logits", "false"},
-                                              {"repeat", "1"}};
+                                              {"repeat", "1"},
+                                              {"time-candidates", ""},
+                                              {"repeats", "10"},
+                                              {"measurements", ""}};
   std::string bundlePath;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -101,6 +180,21 @@ int main(int argc, char **argv) {
                       absl::StrCat("unknown flag --", name, "; ", kUsage)),
                   2);
     flags[name] = value;
+  }
+  if (!flags["time-candidates"].empty()) {
+    if (!bundlePath.empty() || !flags["weights"].empty() ||
+        !flags["prompt-ids"].empty())
+      return fail(absl::InvalidArgumentError(
+                      "--time-candidates runs the candidates' bundles on "
+                      "random weights and fixed tokens: name no bundle, "
+                      "--weights or --prompt-ids"),
+                  2);
+    if (flags["device"] != "cuda" && flags["device"] != "emu")
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+                      "--device: '", flags["device"], "' is not cuda or emu")),
+                  2);
+    return timeCandidatesMain(flags["time-candidates"], flags["device"],
+                              flags["repeats"], flags["measurements"]);
   }
   bool random = flags["random-weights"] == "true";
   if (bundlePath.empty() || flags["weights"].empty() == !random)

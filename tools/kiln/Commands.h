@@ -71,6 +71,13 @@ absl::StatusOr<CompiledModel> compileModel(mlir::MLIRContext &ctx,
                                            const FrontendOptions &opts,
                                            const StageHook &afterStage = {});
 
+/// The Program of `m` with `knobs`, its kernels compiled by NVRTC (through
+/// the kernel cache) for `archs`, written as a bundle at `path`; a line for
+/// the report in `report`.
+absl::Status writeBundleFor(const CompiledModel &m, const CodegenOptions &knobs,
+                            const std::vector<std::string> &archs,
+                            const std::string &path, std::string &report);
+
 /// kiln compile --stats: kernels per step in `unfused` and `fused`, HBM
 /// bytes per decode token, arena and KV pool.
 void printStats(mlir::ModuleOp fused, mlir::ModuleOp unfused,

@@ -120,18 +120,13 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
   return out;
 }
 
-namespace {
-/// kiln compile -o model.kiln: the decode Program, its kernels compiled by
-/// NVRTC for every --target (sm_90 when none is given), written as a bundle.
-absl::Status writeBundleFor(CompiledModel &m, const CodegenOptions &knobs,
+absl::Status writeBundleFor(const CompiledModel &m, const CodegenOptions &knobs,
+                            const std::vector<std::string> &archs,
                             const std::string &path, std::string &report) {
   auto program = buildProgram(*m.module, knobs);
   if (!program)
     return absl::InvalidArgumentError(
         absl::StrCat(m.source.name, ": ", toString(program.takeError())));
-  std::vector<std::string> archs(targets.begin(), targets.end());
-  if (archs.empty())
-    archs = {"sm_90"};
   KernelCache cache(cacheDirFlag.empty() ? KernelCache::defaultDir()
                                          : std::string(cacheDirFlag));
   int hits = 0;
@@ -150,6 +145,8 @@ absl::Status writeBundleFor(CompiledModel &m, const CodegenOptions &knobs,
   }
   return writeBundle(path, bundle);
 }
+
+namespace {
 
 /// 6.74 B, 139.58 K: counts at a glance.
 std::string count(double n) {
@@ -278,8 +275,11 @@ int runCompile() {
   // Files first: a reader that closes stdout early must not cost the output.
   std::string bundleReport;
   if (StringRef(output).ends_with(".kiln")) {
+    std::vector<std::string> archs(targets.begin(), targets.end());
+    if (archs.empty())
+      archs = {"sm_90"};
     if (absl::Status s =
-            writeBundleFor(*compiled, *knobs, output, bundleReport);
+            writeBundleFor(*compiled, *knobs, archs, output, bundleReport);
         !s.ok())
       return fail(s);
   } else if (!output.empty()) {
