@@ -17,7 +17,10 @@
 #     and torch.compile with a static cache: bench/torch_peer.py) when they
 #     are installed;
 #   - prints one table: tokens/s (or ms), model-bandwidth utilization, the
-#     ratio to each peer, and the issue's targets.
+#     ratio to each peer, and the issue's targets;
+#   - times llama2-7b's tuning candidates (decode and prefill attention)
+#     with CUDA events: a table of the default knobs against the best, and
+#     $OUT/measurements.json for kiln tune --measurements.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kiln-gpu-check}
@@ -148,6 +151,25 @@ PY
     say "FAIL: llama2-7b $name: $(tail -1 "$out/7b-$name.txt")"
   fi
 done <<<"$cases"
+
+# Tuning: llama2-7b's candidates (the kit's cand.tar.xz, from kiln tune
+# --emit-candidates) timed with CUDA events; measurements.json comes back
+# for kiln tune --measurements on the kiln machine (docs/tuning-db.md).
+if [ -f "$kit/cand.tar.xz" ]; then
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+    "$kit/cand.tar.xz" "$out"
+  if timeout 240 "$run" --time-candidates "$out/cand" --device cuda \
+    --repeats 10 --measurements "$out/measurements.json" \
+    >"$out/time-candidates.txt" 2>&1; then
+    say ""
+    python3 bench/measure_table.py "$out/measurements.json" | tee -a "$report"
+  else
+    status=1
+    say ""
+    say "FAIL: timing the tuning candidates: $(tail -1 "$out/time-candidates.txt")"
+  fi
+  rm -rf "$out/cand"
+fi
 
 # The PyTorch peers on the same GPU, when PyTorch and transformers are here
 # (time-boxed: torch.compile of llama2-7b takes minutes; each result is

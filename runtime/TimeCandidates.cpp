@@ -370,6 +370,15 @@ absl::StatusOr<MeasurementSet> timeCandidates(const std::string &path,
   int64_t total = 1, done = 0;
   for (const CandidateFamily &f : set->families)
     total += int64_t(f.candidates.size());
+  // Every bundle is there before any device time is spent.
+  std::vector<std::string> files = {set->reference};
+  for (const CandidateFamily &f : set->families)
+    for (const auto &c : f.candidates)
+      files.push_back(c.bundle);
+  for (const std::string &file : files)
+    if (!fs::is_regular_file(dir / file))
+      return absl::NotFoundError(absl::StrCat(
+          (dir / file).string(), ": the manifest names it; it is missing"));
 
   // Runs the cases of `families` on the bundle at `file`: [family][case].
   using Results = std::vector<std::vector<CaseResult>>;

@@ -3,8 +3,8 @@
 # compiler and Python but none of kiln's packages: gpu-kit/ with kiln-run
 # (the runtime alone; static Abseil and libstdc++), the bundles of both
 # fixtures and of llama2-7b for sm_80 and sm_90 (CUBIN, and PTX for newer
-# GPUs), and
-# Abseil's headers and archives in case kiln-run must be rebuilt there.
+# GPUs), llama2-7b's tuning candidates (cand.tar.xz), and Abseil's headers
+# and archives in case kiln-run must be rebuilt there.
 # Usage: scripts/build-gpu-kit.sh   (then carry gpu-kit/ to the machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,15 @@ done
 # to 32 sequences of up to 2304 tokens (a 37.7 GB KV pool).
 build/bin/kiln compile llama2-7b -o gpu-kit/llama2-7b.kiln --max-batch 32 --max-context 2304 \
   --target sm_80,sm_90 >/dev/null
+# Tuning candidates for llama2-7b on the H200 (kiln tune --emit-candidates):
+# decode attention at 512 and 2048 keys for 1 and 8 sequences, prefill
+# attention at 512 and 2048 tokens. The bundles share most of their bytes,
+# so xz packs them to a small fraction (gpu_check.sh unpacks with Python).
+rm -rf build-kit/cand
+build/bin/kiln tune llama2-7b --emit-candidates build-kit/cand \
+  --families decode.attention,prefill.attention --seq-lens 512,2048 \
+  --batch 1,8 --target sm_90 >/dev/null
+tar -C build-kit -cJf gpu-kit/cand.tar.xz cand
 # Should the GPU machine's C library be older than this one's, gpu_check.sh
 # builds kiln-run there from the repository with these.
 mkdir -p gpu-kit/include gpu-kit/lib

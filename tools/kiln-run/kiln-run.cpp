@@ -54,8 +54,8 @@ const char *kUsage =
     "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
     "[--temperature T] [--top-k K] [--top-p P] [--seed S] "
     "[--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F] "
-    "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N]\n"
-    "       kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N] "
+    "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N]; or "
+    "kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N] "
     "[--measurements FILE]";
 
 /// kiln-run --time-candidates: every candidate bundle's cases timed on

@@ -47,7 +47,66 @@ for name, data in bundles.items():
 open(path("db-garbled.json"), "w").write('{"format": "kiln-tuning-db", "ver')
 open(path("db-not-a-db.json"), "w").write('[1, 2, 3]')
 
+# Candidate folders (kiln tune --emit-candidates) and measurements
+# (kiln-run --time-candidates), damaged.
+import json, shutil  # noqa: E402
+good_cand = path("cand")
+subprocess.check_call([kiln, "tune", "tiny-gqa", "--emit-candidates",
+                       good_cand, "--families", "prefill.epilogue",
+                       "--seq-lens", "4", "--knobs", "epilogue-threads=64"],
+                      stdout=subprocess.DEVNULL)
+manifest = json.load(open(os.path.join(good_cand, "candidates.json")))
+
+
+def candidate_folder(name, damage):
+    d = path(name)
+    shutil.copytree(good_cand, d)
+    damage(d)
+    return d
+
+
+def write(p, text):
+    open(p, "w").write(text)
+
+
+cand_folders = {
+    "cand-garbled": (candidate_folder("cand-garbled", lambda d: write(
+        os.path.join(d, "candidates.json"), '{"format": "kiln-cand')),
+        "candidates.json"),
+    "cand-version": (candidate_folder("cand-version", lambda d: write(
+        os.path.join(d, "candidates.json"),
+        json.dumps(dict(manifest, version=7)))), "candidates.json"),
+    "cand-no-bundle": (candidate_folder("cand-no-bundle", lambda d: os.remove(
+        os.path.join(d, "prefill.epilogue-0.kiln"))),
+        "prefill.epilogue-0.kiln"),
+    "cand-bad-bundle": (candidate_folder("cand-bad-bundle", lambda d: write(
+        os.path.join(d, "default.kiln"), "not a bundle")), "default.kiln"),
+    "cand-bad-case": (candidate_folder("cand-bad-case", lambda d: write(
+        os.path.join(d, "candidates.json"), json.dumps(dict(
+            manifest, families=[dict(manifest["families"][0],
+                                     cases=[{"length": 0, "batch": 1}])])))),
+        "candidates.json"),
+}
+measurements = {
+    "meas-garbled": '{"format": "kiln-measurements", "versi',
+    "meas-not-json": "\x00\x01",
+    "meas-version": json.dumps({"format": "kiln-measurements",
+                                "version": 3}),
+}
+for name, text in measurements.items():
+    write(path(name + ".json"), text)
+
 cases = []  # (expected exit, input named in the error, output that must not exist, cmd)
+for name, (d, named) in cand_folders.items():
+    cases.append((1, named, path("out-" + name + ".json"),
+                  [kiln_run, "--time-candidates", d, "--device", "emu",
+                   "--repeats", "1", "--measurements",
+                   path("out-" + name + ".json")]))
+for name in measurements:
+    m = path(name + ".json")
+    cases.append((1, m, path("db-" + name + ".json"),
+                  [kiln, "tune", "--measurements", m, "--tuning-db",
+                   path("db-" + name + ".json")]))
 for m in models:
     d = path("model-" + m)
     out = path("out-" + m)
@@ -109,6 +168,16 @@ cases += [
                                 "--prompt-ids", "1", "--temperature", "x"]),
     (2, "--weights", None, [kiln_run, good_bundle, "--prompt-ids", "1"]),
     (2, "cache", None, [kiln, "cache", "explain", "abc"]),
+    (2, "--time-candidates", None, [kiln_run, "--time-candidates",
+                                    good_cand, good_bundle]),
+    (2, "--repeats", None, [kiln_run, "--time-candidates", good_cand,
+                            "--repeats", "many"]),
+    (2, "--knobs", path("cand-knobs"),
+     [kiln, "tune", "tiny-gqa", "--emit-candidates", path("cand-knobs"),
+      "--knobs", "gemv-rows=3"]),
+    (2, "--seq-lens", path("cand-lens"),
+     [kiln, "tune", "tiny-gqa", "--emit-candidates", path("cand-lens"),
+      "--seq-lens", "4,2"]),
 ]
 
 bad = 0
