@@ -27,6 +27,7 @@ struct CodegenOptions {
   int smCount = 132;            // multiprocessors to fill (H100/H200)
   int epilogueThreads = 256;    // threads per prefill epilogue row
   int prefillAttentionRows = 4; // query rows per warp, prefill attention
+  int elementwiseThreads = 128; // threads per embedding block
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
   std::vector<int64_t> prefillBuckets;
@@ -46,8 +47,9 @@ std::vector<int64_t> batchBuckets(int64_t sequences);
 
 /// Sets the knobs named in `text`, "name=value,...": gemv-rows,
 /// gemv-split-k, vector-width (1, 2, 4, 8), attention-warps, kv-splits,
-/// sm-count, epilogue-threads, prefill-attention-rows. Fails naming an
-/// unknown knob or a value out of range (a block has at most 1024 threads).
+/// sm-count, epilogue-threads, prefill-attention-rows, elementwise-threads.
+/// Fails naming an unknown knob or a value out of range (a block has at most
+/// 1024 threads).
 llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts);
 
 /// The buckets of a module whose arena holds prefills of up to `maxTokens`

@@ -19,7 +19,7 @@ llvm::Expected<CudaKernel> emitEmbedding(Operation *op,
     return std::move(e);
   int64_t s = out.getDimSize(0), d = out.getDimSize(1);
   int vec = vectorWidth(d, opts.maxVectorWidth);
-  constexpr int threads = 128;
+  int threads = opts.elementwiseThreads;
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.params = {{ParamKind::Tokens, "tokens"},

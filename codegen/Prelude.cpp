@@ -244,6 +244,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"sm-count", &opts.smCount, 1, 1024},
       {"epilogue-threads", &opts.epilogueThreads, 32, 1024},
       {"prefill-attention-rows", &opts.prefillAttentionRows, 1, 16},
+      {"elementwise-threads", &opts.elementwiseThreads, 32, 1024},
   };
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
@@ -255,7 +256,8 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       return llvm::createStringError(
           llvm::Twine("unknown knob '") + name.trim() +
           "' (gemv-rows, gemv-split-k, vector-width, attention-warps, "
-          "kv-splits, sm-count, epilogue-threads, prefill-attention-rows)");
+          "kv-splits, sm-count, epilogue-threads, prefill-attention-rows, "
+          "elementwise-threads)");
     int v;
     if (value.trim().getAsInteger(10, v) || v < knob->lo || v > knob->hi)
       return llvm::createStringError(llvm::Twine(knob->name) + ": '" +
@@ -272,6 +274,9 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
   if (opts.epilogueThreads % 32)
     return llvm::createStringError(
         "epilogue-threads: must be a multiple of 32 (whole warps)");
+  if (opts.elementwiseThreads % 32)
+    return llvm::createStringError(
+        "elementwise-threads: must be a multiple of 32 (whole warps)");
   return llvm::Error::success();
 }
 

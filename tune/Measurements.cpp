@@ -77,7 +77,7 @@ importMeasurements(const MeasurementSet &set, TuningDb &db) {
       if (m.family == f.family) {
         if (m.rejected)
           lines.push_back(absl::StrFormat(
-              "%-18s batch %-3d rejected %s at %d: its logits differ from "
+              "%-19s batch %-3d rejected %s at %d: its logits differ from "
               "the default's by %g",
               f.family, m.at.batch, m.knobs, m.at.length, m.maxError));
         else
@@ -93,7 +93,7 @@ importMeasurements(const MeasurementSet &set, TuningDb &db) {
       entry.times = times;
       entry.buckets = mergeBuckets(entry.times);
       std::string line =
-          absl::StrFormat("%-18s batch %-3d %d buckets:", f.family, batch,
+          absl::StrFormat("%-19s batch %-3d %d buckets:", f.family, batch,
                           entry.buckets.size());
       for (const TuningBucket &b : entry.buckets) {
         // The bucket's speedup: the default's time over the winner's,
@@ -116,7 +116,7 @@ importMeasurements(const MeasurementSet &set, TuningDb &db) {
         if (model.source == "cost-model" && model.key.arch == key.arch &&
             model.key.nvrtc == key.nvrtc && model.key.family == key.family &&
             model.key.signature == key.signature && model.key.batch == batch)
-          lines.push_back(absl::StrFormat("%-18s batch %-3d %s", f.family,
+          lines.push_back(absl::StrFormat("%-19s batch %-3d %s", f.family,
                                           batch, modelLine(model, times)));
     }
   }

@@ -45,6 +45,7 @@ bool isMatmul(Operation *op) {
 /// The ops a family's kernels run: decode's or prefill's.
 std::vector<Operation *> familyOps(ModuleOp module, const TuneFamily &f) {
   bool attention = f.name.find("attention") != std::string::npos;
+  bool elementwise = f.name == "prefill.elementwise";
   // decode.attention: @decode's op at batch 1; above, the batched decode
   // plans run @prefill's op of the same layer (batchAttention).
   auto fn = module.lookupSymbol<func::FuncOp>(
@@ -53,7 +54,9 @@ std::vector<Operation *> familyOps(ModuleOp module, const TuneFamily &f) {
   if (!fn)
     return ops;
   for (Operation &op : fn.getBody().front())
-    if (isKernel(&op) && (attention ? isa<AttentionOp>(op) : isMatmul(&op)))
+    if (isKernel(&op) && (attention     ? isa<AttentionOp>(op)
+                          : elementwise ? isa<EmbeddingOp>(op)
+                                        : isMatmul(&op)))
       ops.push_back(&op);
   return ops;
 }
@@ -77,6 +80,8 @@ llvm::Expected<CudaKernel> emitFor(const TuneFamily &f, Operation *op,
     return emitDecodeAttention(op, opts, batch);
   if (f.name == "prefill.attention")
     return emitPrefillAttention(op, opts);
+  if (f.name == "prefill.elementwise")
+    return emitEmbedding(op, opts);
   return isa<FusedQKVOp>(op) ? emitQkvEpilogue(op, opts)
                              : emitLinearEpilogue(op, opts);
 }
@@ -112,6 +117,13 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
       l.l2Bytes = h * dh * 4 * q * tiles * (tiles + 1) / 2;
       l.flops = h * dh * 4 * s * (s + 1) / 2;
     }
+    return l;
+  }
+  if (auto emb = dyn_cast<EmbeddingOp>(op)) {
+    // A row read from the table and written: no arithmetic.
+    double d = double(dim(emb.getResult(), 1));
+    l.hbmBytes = double(rows) * d * 4;
+    l.loadBytes = 2 * vectorWidth(int64_t(d), opts.maxVectorWidth);
     return l;
   }
   Value w = op->getOperand(1);
@@ -165,6 +177,8 @@ const std::vector<TuneFamily> &tuneFamilies() {
                 {"prefill-attention-rows", {1, 2, 4, 8}}})},
       {"prefill.epilogue", "prompt", false,
        product({{"epilogue-threads", {64, 128, 256, 512}}})},
+      {"prefill.elementwise", "prompt", false,
+       product({{"elementwise-threads", {64, 128, 256, 512}}})},
   };
   return families;
 }
@@ -352,7 +366,7 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
         if (progress)
           progress(++done, total);
       }
-      std::string line = absl::StrFormat("%-18s batch %-3d %d candidates, %d "
+      std::string line = absl::StrFormat("%-19s batch %-3d %d candidates, %d "
                                          "buckets:",
                                          f->name, batch, candidates.size(),
                                          entry.buckets.size());

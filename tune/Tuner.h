@@ -34,7 +34,9 @@ struct TuneFamily {
   std::vector<std::string> candidates; // knob settings, in a fixed order
 };
 
-/// decode.gemv, decode.attention, prefill.attention, prefill.epilogue.
+/// decode.gemv, decode.attention, prefill.attention, prefill.epilogue,
+/// prefill.elementwise (the embedding: the one elementwise kernel fusion
+/// leaves).
 const std::vector<TuneFamily> &tuneFamilies();
 
 struct TuneOptions {

@@ -134,7 +134,7 @@ cl::opt<std::string> kernelOptionsFlag(
     "kernel-options",
     cl::desc("Kernel tuning knobs, name=value,...: gemv-rows, gemv-split-k, "
              "vector-width, attention-warps, kv-splits, sm-count, "
-             "epilogue-threads, prefill-attention-rows"),
+             "epilogue-threads, prefill-attention-rows, elementwise-threads"),
     cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(tuneCommand()));
 

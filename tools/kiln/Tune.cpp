@@ -40,7 +40,7 @@ cl::opt<std::string> batchFlag("batch",
 cl::opt<std::string> familiesFlag(
     "families",
     cl::desc("Families to tune (default all): decode.gemv, decode.attention, "
-             "prefill.attention, prefill.epilogue"),
+             "prefill.attention, prefill.epilogue, prefill.elementwise"),
     cl::sub(tuneCommand()));
 cl::opt<std::string> targetFlag("target",
                                 cl::desc("The GPU's target: sm_90 (default, "
@@ -298,7 +298,7 @@ int runTune() {
       return fail(absl::InvalidArgumentError(absl::StrCat(
                       "--families: no family '", std::string(f),
                       "' (decode.gemv, decode.attention, prefill.attention, "
-                      "prefill.epilogue)")),
+                      "prefill.epilogue, prefill.elementwise)")),
                   2);
     families.push_back(std::string(f));
   }
