@@ -4,8 +4,9 @@
 # and runs each for FUZZ_SECONDS (default 60) from its seed corpus
 # (fuzz/corpus/NAME, copied so that what a run finds stays out of the
 # repository), after replaying every regression input once
-# (fuzz/regressions/NAME). A crash stops the script with the fuzzer's
-# report; its input (crash-*) is left in build-sanitize/findings/NAME.
+# (fuzz/regressions/NAME), as many at once as there are cores. A crash
+# fails the script with the fuzzer's report; its input (crash-*) is left
+# in build-sanitize/findings/NAME.
 # Usage: scripts/fuzz.sh [NAME...]   (default: all; docs/fuzzing.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,15 +26,33 @@ for n in $names; do
       exit 1
     }
   fi
-  work=build-sanitize/corpus/$n findings=build-sanitize/findings/$n
+done
+# One fuzzer per core at a time (each is one process, one thread).
+fuzz_one() {
+  local n=$1 bin=build-sanitize/bin/kiln-fuzz-$1
+  local work=build-sanitize/corpus/$1 findings=build-sanitize/findings/$1
   rm -rf "$work" && mkdir -p "$work" "$findings"
   cp -r "fuzz/corpus/$n/." "$work/"
-  if ! "$bin" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+  local rc=0
+  "$bin" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
     -rss_limit_mb=4096 -artifact_prefix="$findings/" "$work" \
-    >"build-sanitize/$n.log" 2>&1; then
-    echo "fuzz: $n: found a crash (input in $findings):"
-    tail -40 "build-sanitize/$n.log"
-    exit 1
-  fi
-  echo "fuzz: $n: $(grep -o 'Done [0-9]* runs' "build-sanitize/$n.log" | tail -1) in ${seconds} s, no crash"
+    >"build-sanitize/$n.log" 2>&1 || rc=$?
+  echo $rc >"build-sanitize/$n.rc"
+}
+for n in $names; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  rm -f "build-sanitize/$n.rc"
+  fuzz_one "$n" &
 done
+wait
+failed=0
+for n in $names; do
+  if [ "$(cat "build-sanitize/$n.rc" 2>/dev/null)" != 0 ]; then
+    echo "fuzz: $n: found a crash (input in build-sanitize/findings/$n):"
+    tail -40 "build-sanitize/$n.log"
+    failed=1
+  else
+    echo "fuzz: $n: $(grep -o 'Done [0-9]* runs' "build-sanitize/$n.log" | tail -1) in ${seconds} s, no crash"
+  fi
+done
+exit $failed
