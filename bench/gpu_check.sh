@@ -18,7 +18,8 @@
 #     are installed;
 #   - prints one table: tokens/s (or ms), model-bandwidth utilization, the
 #     ratio to each peer, and the targets;
-#   - times llama2-7b's tuning candidates (decode and prefill attention)
+#   - times llama2-7b's tuning candidates (decode and prefill attention,
+#     cuBLASLt's GEMM algorithms)
 #     with CUDA events: a table of the default knobs against the best, and
 #     $OUT/measurements.json for kiln tune --measurements.
 set -uo pipefail

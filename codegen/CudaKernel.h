@@ -28,6 +28,7 @@ struct CodegenOptions {
   int epilogueThreads = 256;    // threads per prefill epilogue row
   int prefillAttentionRows = 4; // query rows per warp, prefill attention
   int elementwiseThreads = 128; // threads per embedding block
+  int gemmAlgo = -1; // prefill GEMMs: cuBLAS's choice, or cuBLASLt's N-th
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
   std::vector<int64_t> prefillBuckets;

@@ -1,6 +1,7 @@
 //===- Prelude.cpp - what every generated translation unit starts with ----===//
 #include "codegen/CudaKernel.h"
 #include "ir/KilnDialect.h"
+#include "runtime/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -245,6 +246,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"epilogue-threads", &opts.epilogueThreads, 32, 1024},
       {"prefill-attention-rows", &opts.prefillAttentionRows, 1, 16},
       {"elementwise-threads", &opts.elementwiseThreads, 32, 1024},
+      {"gemm-algo", &opts.gemmAlgo, -1, kMaxGemmAlgo},
   };
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
@@ -257,7 +259,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
           llvm::Twine("unknown knob '") + name.trim() +
           "' (gemv-rows, gemv-split-k, vector-width, attention-warps, "
           "kv-splits, sm-count, epilogue-threads, prefill-attention-rows, "
-          "elementwise-threads)");
+          "elementwise-threads, gemm-algo)");
     int v;
     if (value.trim().getAsInteger(10, v) || v < knob->lo || v > knob->hi)
       return llvm::createStringError(llvm::Twine(knob->name) + ": '" +

@@ -101,7 +101,8 @@ public:
   /// its own runs the kernels named with `suffix` where there are such.
   llvm::Expected<std::vector<Launch>> build(func::FuncOp fn, int64_t tokens,
                                             int64_t &logits, bool batch = false,
-                                            const std::string &suffix = "") {
+                                            const std::string &suffix = "",
+                                            int gemmAlgo = -1) {
     std::vector<Launch> out;
     for (Operation &op : fn.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -119,7 +120,7 @@ public:
       std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
       if (k.afterGemm) {
         auto w = cast<RankedTensorType>(op.getOperand(1).getType());
-        GemmShape shape{tokens, w.getDimSize(0), w.getDimSize(1)};
+        GemmShape shape{tokens, w.getDimSize(0), w.getDimSize(1), gemmAlgo};
         p.workspaceFloats = std::max(p.workspaceFloats, shape.m * shape.n);
         out.push_back({kGemm,
                        name,
@@ -379,12 +380,10 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
         batch ? emitBatchAttention(prefill, v) : emitCudaKernels(prefill, v);
     if (!made)
       return made.takeError();
-    for (CudaKernel &k : *made) // only what the knobs change
-      if (batch || k.afterGemm ||
-          llvm::any_of(k.params, [](const KernelParam &p) {
-            return p.kind == ParamKind::KCache;
-          }))
-        kernels.push_back(std::move(k));
+    // Every kernel: those the knobs did not change are aliased to the base
+    // kernels below.
+    for (CudaKernel &k : *made)
+      kernels.push_back(std::move(k));
     return v.kernelSuffix;
   };
   for (int64_t rows : buckets)
@@ -455,16 +454,27 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   if (!step)
     return step.takeError();
   p.decode = std::move(*step);
+  // The GEMMs' algorithm: the plan's knobs' (checked above), else the
+  // compile's.
+  auto gemmAlgo = [&](const std::map<int64_t, std::string> &knobs,
+                      int64_t rows) {
+    CodegenOptions v = opts;
+    if (auto it = knobs.find(rows); it != knobs.end())
+      llvm::consumeError(parseCodegenOptions(it->second, v));
+    return v.gemmAlgo;
+  };
   for (int64_t tokens : buckets) {
     auto launches = builder.build(prefill, tokens, p.prefillLogits, false,
-                                  prefillSuffix[tokens]);
+                                  prefillSuffix[tokens],
+                                  gemmAlgo(opts.prefillKnobs, tokens));
     if (!launches)
       return launches.takeError();
     p.prefill.push_back({tokens, std::move(*launches)});
   }
   for (int64_t rows : batchBuckets(p.sequences)) {
     auto launches =
-        builder.build(prefill, rows, p.prefillLogits, true, batchSuffix[rows]);
+        builder.build(prefill, rows, p.prefillLogits, true, batchSuffix[rows],
+                      gemmAlgo(opts.batchKnobs, rows));
     if (!launches)
       return launches.takeError();
     p.batches.push_back({rows, std::move(*launches)});

@@ -59,10 +59,12 @@ Json launchJson(const Launch &l) {
       arg["name"] = a.weight;
     args.push_back(arg);
   }
-  if (l.kernel == kGemm)
-    return {{"gemm", {{"m", l.gemm.m}, {"n", l.gemm.n}, {"k", l.gemm.k}}},
-            {"name", l.name},
-            {"args", args}};
+  if (l.kernel == kGemm) {
+    Json gemm = {{"m", l.gemm.m}, {"n", l.gemm.n}, {"k", l.gemm.k}};
+    if (l.gemm.algo >= 0)
+      gemm["algo"] = l.gemm.algo;
+    return {{"gemm", gemm}, {"name", l.name}, {"args", args}};
+  }
   return {{"kernel", l.kernel},
           {"name", l.name},
           {"grid", l.grid},
@@ -132,6 +134,11 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
     const Json &g = l.at("gemm");
     launch.gemm = {g.at("m").get<int64_t>(), g.at("n").get<int64_t>(),
                    g.at("k").get<int64_t>()};
+    launch.gemm.algo = g.value("algo", -1);
+    if (launch.gemm.algo < -1 || launch.gemm.algo > kMaxGemmAlgo)
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " asks for GEMM algorithm ",
+                       launch.gemm.algo, " (-1 to ", kMaxGemmAlgo, ")"));
     if (launch.gemm.m <= 0 || launch.gemm.n <= 0 || launch.gemm.k <= 0)
       return absl::InvalidArgumentError(
           absl::StrCat("launch ", launch.name, " has an empty GEMM"));

@@ -57,10 +57,17 @@ struct KernelCode {
 };
 
 /// A matmul the runtime hands to cuBLAS: C[m, n] f32 = A[m, k] f16 .
-/// W[n, k]^T f16, accumulated in fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F).
+/// W[n, k]^T f16, accumulated in fp32 (CUBLAS_COMPUTE_32F).
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
+  /// -1: cublasGemmEx with cuBLAS's own choice; N >= 0: cublasLtMatmul with
+  /// the N-th algorithm cuBLASLt's heuristic ranks for this shape (the last
+  /// one it offers when it offers fewer). kiln tune's prefill.gemm family.
+  int algo = -1;
 };
+
+/// The largest GemmShape::algo (the heuristic is asked for this many + 1).
+constexpr int kMaxGemmAlgo = 7;
 
 /// Launch::kernel of a cuBLAS GEMM; its args are A, W, C.
 constexpr int kGemm = -1;

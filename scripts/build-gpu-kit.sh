@@ -28,11 +28,12 @@ build/bin/kiln compile llama2-7b -o gpu-kit/llama2-7b.kiln --max-batch 32 --max-
   --target sm_80,sm_90 >/dev/null
 # Tuning candidates for llama2-7b on the H200 (kiln tune --emit-candidates):
 # decode attention at 512 and 2048 keys for 1 and 8 sequences, prefill
-# attention at 512 and 2048 tokens. The bundles share most of their bytes,
+# attention and cuBLASLt's GEMM algorithms at 512 and 2048 tokens. The bundles share most of their bytes,
 # so xz packs them to a small fraction (gpu_check.sh unpacks with Python).
 rm -rf build-kit/cand
 build/bin/kiln tune llama2-7b --emit-candidates build-kit/cand \
-  --families decode.attention,prefill.attention --seq-lens 512,2048 \
+  --families decode.attention,prefill.attention,prefill.gemm \
+  --seq-lens 512,2048 \
   --batch 1,8 --target sm_90 >/dev/null
 tar -C build-kit -cJf gpu-kit/cand.tar.xz cand
 # Should the GPU machine's C library be older than this one's, gpu_check.sh

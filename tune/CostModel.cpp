@@ -19,6 +19,7 @@ std::optional<GpuModel> gpuModelFor(const std::string &target) {
     a100.hbmBytesPerSecond = 2.0e12;
     a100.l2BytesPerSecond = 5e12;
     a100.flops = 19.5e12;
+    a100.tensorFlops = 312e12;
     a100.sharedBytesPerSm = 164 * 1024;
     return a100;
   }
@@ -66,6 +67,15 @@ std::optional<double> launchMicros(const GpuModel &gpu, const LaunchCost &l) {
   double seconds = double(full) * (full ? waveSeconds(concurrent) : 0.0) +
                    (last ? waveSeconds(last) : 0.0);
   return seconds * 1e6 + gpu.launchMicros;
+}
+
+double gemmMicros(const GpuModel &gpu, int64_t m, int64_t n, int64_t k) {
+  double flops = 2.0 * double(m) * double(n) * double(k);
+  double bytes = (double(m) * double(k) + double(n) * double(k)) * 2 +
+                 double(m) * double(n) * 4;
+  return std::max(flops / gpu.tensorFlops, bytes / gpu.hbmBytesPerSecond) *
+             1e6 +
+         gpu.launchMicros;
 }
 
 } // namespace kiln

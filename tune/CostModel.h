@@ -26,6 +26,7 @@ struct GpuModel {
   int sms = 132;
   double hbmBytesPerSecond = 4.8e12, l2BytesPerSecond = 12e12;
   double flops = 60e12;          // fp32 on CUDA cores
+  double tensorFlops = 990e12;   // fp16 in, fp32 accumulate, tensor cores
   double memoryLatency = 600e-9; // seconds: bytes in flight = BW x latency
   int maxThreadsPerSm = 2048, registersPerSm = 65536, maxBlocksPerSm = 32;
   int64_t sharedBytesPerSm = 228 * 1024;
@@ -52,6 +53,11 @@ int blocksPerSm(const GpuModel &gpu, const LaunchCost &l);
 
 /// Microseconds for the launch; nullopt when a block does not fit.
 std::optional<double> launchMicros(const GpuModel &gpu, const LaunchCost &l);
+
+/// Microseconds for a cuBLAS GEMM C[m, n] f32 = A[m, k] . W[n, k]^T (f16):
+/// its tensor-core FLOPs or its bytes, whichever takes longer. The same for
+/// every algorithm: which of cuBLASLt's is fastest only a GPU can say.
+double gemmMicros(const GpuModel &gpu, int64_t m, int64_t n, int64_t k);
 
 } // namespace kiln
 

@@ -179,12 +179,16 @@ const std::vector<TuneFamily> &tuneFamilies() {
        product({{"epilogue-threads", {64, 128, 256, 512}}})},
       {"prefill.elementwise", "prompt", false,
        product({{"elementwise-threads", {64, 128, 256, 512}}})},
+      {"prefill.gemm", "prompt", false,
+       product({{"gemm-algo", {-1, 0, 1, 2, 3}}})},
   };
   return families;
 }
 
 std::vector<std::string> familyKernels(ModuleOp module,
                                        const TuneFamily &family) {
+  if (family.name == "prefill.gemm")
+    return {"cublas"}; // PlanDevice::timingName of every GEMM
   std::vector<std::string> names;
   auto add = [&](Operation *op, const char *suffix) {
     auto kernel = op ? op->getAttrOfType<StringAttr>("kiln.kernel") : nullptr;
@@ -288,6 +292,8 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
           continue;
         }
         for (Operation *op : launched) {
+          if (f->name == "prefill.gemm") // cuBLAS: no kernel of ours
+            break;
           auto k = emitFor(*f, op, c.opts, batched);
           if (!k) {
             llvm::consumeError(k.takeError());
@@ -336,6 +342,11 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
             double micros = 0;
             bool fits = true;
             for (Operation *op : launched) {
+              if (f->name == "prefill.gemm") {
+                Value w = op->getOperand(1);
+                micros += gemmMicros(*gpu, length, dim(w, 0), dim(w, 1));
+                continue;
+              }
               const CudaKernel &k = c.kernels.at(op);
               auto fig = figures.find(k.source);
               if (fig == figures.end()) {

@@ -36,7 +36,7 @@ struct TuneFamily {
 
 /// decode.gemv, decode.attention, prefill.attention, prefill.epilogue,
 /// prefill.elementwise (the embedding: the one elementwise kernel fusion
-/// leaves).
+/// leaves), prefill.gemm (cuBLAS's own choice or one of cuBLASLt's).
 const std::vector<TuneFamily> &tuneFamilies();
 
 struct TuneOptions {

@@ -76,4 +76,39 @@ absl::StatusOr<const Cublas *> Cublas::get() {
   return cublas;
 }
 
+absl::StatusOr<const CublasLt *> CublasLt::get() {
+  static absl::StatusOr<const CublasLt *> lt =
+      []() -> absl::StatusOr<const CublasLt *> {
+    auto lib = openLibrary("cuBLASLt", {"libcublasLt.so.13",
+                                        "libcublasLt.so.12", "libcublasLt.so"});
+    if (!lib.ok())
+      return lib.status();
+    static CublasLt c;
+    const char *missing = nullptr;
+    auto look = [&](auto &member, const char *symbol) {
+      member = reinterpret_cast<std::remove_reference_t<decltype(member)>>(
+          dlsym(*lib, symbol));
+      if (!member && !missing)
+        missing = symbol;
+    };
+    look(c.create, "cublasLtCreate");
+    look(c.destroy, "cublasLtDestroy");
+    look(c.descCreate, "cublasLtMatmulDescCreate");
+    look(c.descSetAttribute, "cublasLtMatmulDescSetAttribute");
+    look(c.descDestroy, "cublasLtMatmulDescDestroy");
+    look(c.layoutCreate, "cublasLtMatrixLayoutCreate");
+    look(c.layoutDestroy, "cublasLtMatrixLayoutDestroy");
+    look(c.preferenceCreate, "cublasLtMatmulPreferenceCreate");
+    look(c.preferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+    look(c.preferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+    look(c.algoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+    look(c.matmul, "cublasLtMatmul");
+    if (missing)
+      return absl::FailedPreconditionError(
+          absl::StrCat("cuda device: cuBLASLt has no ", missing));
+    return &c;
+  }();
+  return lt;
+}
+
 } // namespace kiln

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 
+#include <cublasLt.h>
 #include <cuda.h>
 
 #include <string>
@@ -91,6 +92,25 @@ struct Cublas {
                 int, int, int);
 
   static absl::StatusOr<const Cublas *> get();
+};
+
+/// The cuBLASLt functions kiln calls (prefill GEMMs with an algorithm of
+/// cuBLASLt's heuristic, GemmShape::algo), from libcublasLt.
+struct CublasLt {
+  decltype(&::cublasLtCreate) create;
+  decltype(&::cublasLtDestroy) destroy;
+  decltype(&::cublasLtMatmulDescCreate) descCreate;
+  decltype(&::cublasLtMatmulDescSetAttribute) descSetAttribute;
+  decltype(&::cublasLtMatmulDescDestroy) descDestroy;
+  decltype(&::cublasLtMatrixLayoutCreate) layoutCreate;
+  decltype(&::cublasLtMatrixLayoutDestroy) layoutDestroy;
+  decltype(&::cublasLtMatmulPreferenceCreate) preferenceCreate;
+  decltype(&::cublasLtMatmulPreferenceSetAttribute) preferenceSetAttribute;
+  decltype(&::cublasLtMatmulPreferenceDestroy) preferenceDestroy;
+  decltype(&::cublasLtMatmulAlgoGetHeuristic) algoGetHeuristic;
+  decltype(&::cublasLtMatmul) matmul;
+
+  static absl::StatusOr<const CublasLt *> get();
 };
 
 } // namespace kiln

@@ -92,6 +92,8 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
     CUdeviceptr scratch;
     KILN_CU(memAlloc(&scratch, workspace));
     dev->allocations_.push_back(scratch);
+    dev->blasWorkspace_ = scratch;
+    dev->blasWorkspaceBytes_ = workspace;
     if (dev->blas_->create(&dev->blasHandle_) != 0 ||
         dev->blas_->setStream(dev->blasHandle_, dev->stream_) != 0 ||
         dev->blas_->setWorkspace(dev->blasHandle_,
@@ -100,6 +102,8 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
       return absl::InternalError(
           "cuda device: cublasCreate, cublasSetStream or cublasSetWorkspace "
           "failed");
+    if (absl::Status s = dev->prepareLtGemms(); !s.ok())
+      return s;
   }
   return dev;
 }
@@ -107,6 +111,15 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
 CudaDevice::~CudaDevice() {
   if (!cu_)
     return;
+  for (auto &[shape, g] : ltGemms_) {
+    for (cublasLtMatrixLayout_t l : {g.w, g.a, g.c})
+      if (l)
+        lt_->layoutDestroy(l);
+    if (g.desc)
+      lt_->descDestroy(g.desc);
+  }
+  if (ltHandle_)
+    lt_->destroy(ltHandle_);
   if (blasHandle_)
     blas_->destroy(blasHandle_);
   for (auto &[plan, exec] : graphs_)
@@ -362,6 +375,65 @@ CudaDevice::capture(const std::vector<Launch> &launches) {
   return exec;
 }
 
+absl::Status CudaDevice::prepareLtGemms() {
+  for (const auto *plans : {&program_.prefill, &program_.batches})
+    for (const StepPlan &plan : *plans)
+      for (const Launch &l : plan.launches) {
+        const GemmShape &g = l.gemm;
+        if (l.kernel != kGemm || g.algo < 0 ||
+            ltGemms_.count({g.m, g.n, g.k, g.algo}))
+          continue;
+        auto fail = [&](const char *call, int status) {
+          return absl::InternalError(absl::StrCat(
+              "cuda device: ", call, " for the GEMM [", g.m, ", ", g.k, "] . [",
+              g.n, ", ", g.k, "]^T of ", l.name, ": status ", status));
+        };
+        if (!lt_) {
+          auto lt = CublasLt::get();
+          if (!lt.ok())
+            return lt.status();
+          lt_ = *lt;
+          if (int r = lt_->create(&ltHandle_))
+            return fail("cublasLtCreate", r);
+        }
+        // As cublasGemmEx is called (launchOne): column-major
+        // C^T[n, m] = W^T . A^T, W [k, n] transposed, A [k, m] as is.
+        LtGemm &lg = ltGemms_[{g.m, g.n, g.k, g.algo}];
+        cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+        if (int r = lt_->descCreate(&lg.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F))
+          return fail("cublasLtMatmulDescCreate", r);
+        if (int r = lt_->descSetAttribute(lg.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                          &t, sizeof t))
+          return fail("cublasLtMatmulDescSetAttribute", r);
+        if (int r = lt_->descSetAttribute(lg.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                          &n, sizeof n))
+          return fail("cublasLtMatmulDescSetAttribute", r);
+        if (int r = lt_->layoutCreate(&lg.w, CUDA_R_16F, g.k, g.n, g.k))
+          return fail("cublasLtMatrixLayoutCreate", r);
+        if (int r = lt_->layoutCreate(&lg.a, CUDA_R_16F, g.k, g.m, g.k))
+          return fail("cublasLtMatrixLayoutCreate", r);
+        if (int r = lt_->layoutCreate(&lg.c, CUDA_R_32F, g.n, g.m, g.n))
+          return fail("cublasLtMatrixLayoutCreate", r);
+        cublasLtMatmulPreference_t pref = nullptr;
+        if (int r = lt_->preferenceCreate(&pref))
+          return fail("cublasLtMatmulPreferenceCreate", r);
+        uint64_t bytes = blasWorkspaceBytes_;
+        lt_->preferenceSetAttribute(pref,
+                                    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                    &bytes, sizeof bytes);
+        cublasLtMatmulHeuristicResult_t found[kMaxGemmAlgo + 1] = {};
+        int count = 0;
+        int r =
+            lt_->algoGetHeuristic(ltHandle_, lg.desc, lg.w, lg.a, lg.c, lg.c,
+                                  pref, kMaxGemmAlgo + 1, found, &count);
+        lt_->preferenceDestroy(pref);
+        if (r != 0 || count == 0)
+          return fail("cublasLtMatmulAlgoGetHeuristic (no algorithm)", r);
+        lg.algo = found[std::min(g.algo, count - 1)].algo;
+      }
+  return absl::OkStatus();
+}
+
 absl::Status CudaDevice::launch(const std::vector<Launch> &launches) {
   for (const Launch &l : launches)
     if (absl::Status s = launchOne(l); !s.ok())
@@ -378,6 +450,20 @@ absl::Status CudaDevice::launchOne(const Launch &l) {
     // C^T[n, m] = W^T . A^T: W transposed, A as is.
     const float one = 1.0f, zero = 0.0f;
     const GemmShape &g = l.gemm;
+    if (g.algo >= 0) {
+      const LtGemm &lg = ltGemms_.at({g.m, g.n, g.k, g.algo});
+      int r = lt_->matmul(
+          ltHandle_, lg.desc, &one, reinterpret_cast<void *>(args[1]), lg.w,
+          reinterpret_cast<void *>(args[0]), lg.a, &zero,
+          reinterpret_cast<void *>(args[2]), lg.c,
+          reinterpret_cast<void *>(args[2]), lg.c, &lg.algo,
+          reinterpret_cast<void *>(blasWorkspace_), blasWorkspaceBytes_,
+          reinterpret_cast<cudaStream_t>(stream_));
+      if (r != 0)
+        return absl::InternalError(absl::StrCat(
+            "cuda device: cublasLtMatmul for ", l.name, ": status ", r));
+      return absl::OkStatus();
+    }
     int r = blas_->gemmEx(
         blasHandle_, CUBLAS_OP_T, CUBLAS_OP_N, int(g.n), int(g.m), int(g.k),
         &one, reinterpret_cast<void *>(args[1]), CUDA_R_16F, int(g.k),

@@ -5,6 +5,7 @@
 #include "runtime/PlanDevice.h"
 #include "runtime/cuda/CudaApi.h"
 
+#include <array>
 #include <map>
 #include <memory>
 
@@ -66,10 +67,23 @@ private:
   absl::Status launchTimed(const std::vector<Launch> &launches);
   bool isDecodePlan(const std::vector<Launch> &launches) const;
   absl::StatusOr<CUgraphExec> capture(const std::vector<Launch> &launches);
+  /// cuBLASLt's descriptors and chosen algorithm for every GEMM launch that
+  /// asks for one (GemmShape::algo >= 0), made once.
+  absl::Status prepareLtGemms();
 
   const CudaDriver *cu_ = nullptr;
   const Cublas *blas_ = nullptr;
   Cublas::Handle blasHandle_ = nullptr;
+  CUdeviceptr blasWorkspace_ = 0; // cuBLAS's and cuBLASLt's, one stream
+  size_t blasWorkspaceBytes_ = 0;
+  const CublasLt *lt_ = nullptr;
+  cublasLtHandle_t ltHandle_ = nullptr;
+  struct LtGemm {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t w = nullptr, a = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo = {};
+  };
+  std::map<std::array<int64_t, 4>, LtGemm> ltGemms_; // by m, n, k, algo
   CUdevice gpu_ = 0;
   CUcontext ctx_ = nullptr;
   std::string target_;

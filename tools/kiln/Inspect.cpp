@@ -18,8 +18,12 @@ void printLaunches(const Program &p, const std::vector<Launch> &launches) {
   auto &os = llvm::outs();
   for (const Launch &l : launches) {
     if (l.kernel == kGemm)
-      os << llvm::formatv("    {0,-34} cuBLAS GEMM [{1}, {2}] . [{3}, {2}]^T:",
-                          l.name, l.gemm.m, l.gemm.k, l.gemm.n);
+      os << llvm::formatv(
+          "    {0,-34} cuBLAS GEMM [{1}, {2}] . [{3}, {2}]^T{4}:", l.name,
+          l.gemm.m, l.gemm.k, l.gemm.n,
+          l.gemm.algo < 0
+              ? std::string()
+              : " (cuBLASLt algorithm " + std::to_string(l.gemm.algo) + ")");
     else
       os << llvm::formatv("    {0,-34} {1} grid ({2}, {3}, {4}) x {5}:", l.name,
                           p.kernels[l.kernel].name, l.grid[0], l.grid[1],
