@@ -19,6 +19,13 @@ absl::StatusOr<void *> openLibrary(const char *what,
   return absl::FailedPreconditionError(
       absl::StrCat("cuda device: cannot open ", what, ": ", tried));
 }
+
+/// `member` = the function `symbol` of `lib`; false when it has none.
+template <class Function>
+bool lookUp(void *lib, Function &member, const char *symbol) {
+  member = reinterpret_cast<Function>(dlsym(lib, symbol));
+  return member != nullptr;
+}
 } // namespace
 
 absl::StatusOr<const CudaDriver *> CudaDriver::get() {
@@ -59,9 +66,7 @@ absl::StatusOr<const Cublas *> Cublas::get() {
       return lib.status();
     static Cublas c;
     auto look = [&](auto &member, const char *symbol) {
-      member = reinterpret_cast<std::remove_reference_t<decltype(member)>>(
-          dlsym(*lib, symbol));
-      return member != nullptr;
+      return lookUp(*lib, member, symbol);
     };
     if (!look(c.create, "cublasCreate_v2") ||
         !look(c.destroy, "cublasDestroy_v2") ||
@@ -86,9 +91,7 @@ absl::StatusOr<const CublasLt *> CublasLt::get() {
     static CublasLt c;
     const char *missing = nullptr;
     auto look = [&](auto &member, const char *symbol) {
-      member = reinterpret_cast<std::remove_reference_t<decltype(member)>>(
-          dlsym(*lib, symbol));
-      if (!member && !missing)
+      if (!lookUp(*lib, member, symbol) && !missing)
         missing = symbol;
     };
     look(c.create, "cublasLtCreate");
