@@ -98,7 +98,8 @@ public:
   /// The launches of `fn` for `tokens` rows: one sequence's (a prefill or
   /// decode), or with `batch` one token each of `tokens` sequences (from
   /// @prefill, with the batched decode attention). A plan with knobs of
-  /// its own runs the kernels named with `suffix` where there are such.
+  /// its own runs the kernels named with `suffix` where there are such,
+  /// and its GEMMs with algorithm `gemmAlgo` (GemmShape::algo).
   llvm::Expected<std::vector<Launch>> build(func::FuncOp fn, int64_t tokens,
                                             int64_t &logits, bool batch = false,
                                             const std::string &suffix = "",

@@ -426,6 +426,8 @@ absl::StatusOr<MeasurementSet> timeCandidates(const std::string &path,
       out.defaults.push_back({all[fi]->family, "", all[fi]->cases[i], r.micros,
                               r.stepMicros, 0, false});
     }
+  if (options.partial)
+    options.partial(out);
   for (size_t fi = 0; fi < all.size(); ++fi) {
     const CandidateFamily &f = *all[fi];
     for (const auto &candidate : f.candidates) {
@@ -442,6 +444,8 @@ absl::StatusOr<MeasurementSet> timeCandidates(const std::string &path,
         out.candidates.push_back({f.family, candidate.knobs, f.cases[i],
                                   got.micros, got.stepMicros, error, rejected});
       }
+      if (options.partial)
+        options.partial(out);
     }
   }
   if (options.progress)

@@ -104,6 +104,9 @@ struct TimingOptions {
   std::string device = "cuda", driver = "none", source = "cuda-events";
   /// Called before each bundle: (done, total, what).
   std::function<void(int64_t, int64_t, const std::string &)> progress;
+  /// Called after each bundle with what is measured so far, so that a run
+  /// stopped from outside (a time box) keeps it.
+  std::function<void(const MeasurementSet &)> partial;
 };
 
 /// Runs every case of the manifest at `path` on devices from `open`.

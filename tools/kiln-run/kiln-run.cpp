@@ -105,8 +105,15 @@ int timeCandidatesMain(const std::string &dir, const std::string &device,
       return dev.status();
     return std::unique_ptr<PlanDevice>(std::move(*dev));
   };
+  // What is measured so far, in case a time box stops the run: removed
+  // when the run ends (the whole file replaces it, or an error does).
+  std::string partial = output + ".partial";
+  options.partial = [&](const MeasurementSet &m) {
+    (void)writeMeasurementSet(partial, m);
+  };
   auto measured = timeCandidates(manifest, open, options);
   progress.reset();
+  std::remove(partial.c_str());
   if (!measured.ok())
     return fail(measured.status());
   if (absl::Status s = writeMeasurementSet(output, *measured); !s.ok())
