@@ -36,8 +36,7 @@ absl::StatusOr<const CudaDriver *> CudaDriver::get() {
       return lib.status();
     static CudaDriver d;
 #define KILN_LOOKUP(member, function, symbol)                                  \
-  d.member = reinterpret_cast<decltype(d.member)>(dlsym(*lib, symbol));        \
-  if (!d.member)                                                               \
+  if (!lookUp(*lib, d.member, symbol))                                         \
     return absl::FailedPreconditionError(                                      \
         "cuda device: the CUDA driver has no " symbol);
     KILN_CUDA_DRIVER_FUNCTIONS(KILN_LOOKUP)
@@ -89,26 +88,12 @@ absl::StatusOr<const CublasLt *> CublasLt::get() {
     if (!lib.ok())
       return lib.status();
     static CublasLt c;
-    const char *missing = nullptr;
-    auto look = [&](auto &member, const char *symbol) {
-      if (!lookUp(*lib, member, symbol) && !missing)
-        missing = symbol;
-    };
-    look(c.create, "cublasLtCreate");
-    look(c.destroy, "cublasLtDestroy");
-    look(c.descCreate, "cublasLtMatmulDescCreate");
-    look(c.descSetAttribute, "cublasLtMatmulDescSetAttribute");
-    look(c.descDestroy, "cublasLtMatmulDescDestroy");
-    look(c.layoutCreate, "cublasLtMatrixLayoutCreate");
-    look(c.layoutDestroy, "cublasLtMatrixLayoutDestroy");
-    look(c.preferenceCreate, "cublasLtMatmulPreferenceCreate");
-    look(c.preferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
-    look(c.preferenceDestroy, "cublasLtMatmulPreferenceDestroy");
-    look(c.algoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
-    look(c.matmul, "cublasLtMatmul");
-    if (missing)
-      return absl::FailedPreconditionError(
-          absl::StrCat("cuda device: cuBLASLt has no ", missing));
+#define KILN_LOOKUP(member, function, symbol)                                  \
+  if (!lookUp(*lib, c.member, symbol))                                         \
+    return absl::FailedPreconditionError(                                      \
+        "cuda device: cuBLASLt has no " symbol);
+    KILN_CUBLASLT_FUNCTIONS(KILN_LOOKUP)
+#undef KILN_LOOKUP
     return &c;
   }();
   return lt;

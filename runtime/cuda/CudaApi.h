@@ -94,21 +94,32 @@ struct Cublas {
   static absl::StatusOr<const Cublas *> get();
 };
 
-/// The cuBLASLt functions kiln calls (prefill GEMMs with an algorithm of
-/// cuBLASLt's heuristic, GemmShape::algo), from libcublasLt.
+// The cuBLASLt functions kiln calls (prefill GEMMs with an algorithm of
+// cuBLASLt's heuristic, GemmShape::algo): (member, declaration, symbol).
+#define KILN_CUBLASLT_FUNCTIONS(X)                                             \
+  X(create, cublasLtCreate, "cublasLtCreate")                                  \
+  X(destroy, cublasLtDestroy, "cublasLtDestroy")                               \
+  X(descCreate, cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate")          \
+  X(descSetAttribute, cublasLtMatmulDescSetAttribute,                          \
+    "cublasLtMatmulDescSetAttribute")                                          \
+  X(descDestroy, cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy")       \
+  X(layoutCreate, cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate")    \
+  X(layoutDestroy, cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy") \
+  X(preferenceCreate, cublasLtMatmulPreferenceCreate,                          \
+    "cublasLtMatmulPreferenceCreate")                                          \
+  X(preferenceSetAttribute, cublasLtMatmulPreferenceSetAttribute,              \
+    "cublasLtMatmulPreferenceSetAttribute")                                    \
+  X(preferenceDestroy, cublasLtMatmulPreferenceDestroy,                        \
+    "cublasLtMatmulPreferenceDestroy")                                         \
+  X(algoGetHeuristic, cublasLtMatmulAlgoGetHeuristic,                          \
+    "cublasLtMatmulAlgoGetHeuristic")                                          \
+  X(matmul, cublasLtMatmul, "cublasLtMatmul")
+
+/// cuBLASLt's functions, from libcublasLt.
 struct CublasLt {
-  decltype(&::cublasLtCreate) create;
-  decltype(&::cublasLtDestroy) destroy;
-  decltype(&::cublasLtMatmulDescCreate) descCreate;
-  decltype(&::cublasLtMatmulDescSetAttribute) descSetAttribute;
-  decltype(&::cublasLtMatmulDescDestroy) descDestroy;
-  decltype(&::cublasLtMatrixLayoutCreate) layoutCreate;
-  decltype(&::cublasLtMatrixLayoutDestroy) layoutDestroy;
-  decltype(&::cublasLtMatmulPreferenceCreate) preferenceCreate;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) preferenceSetAttribute;
-  decltype(&::cublasLtMatmulPreferenceDestroy) preferenceDestroy;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) algoGetHeuristic;
-  decltype(&::cublasLtMatmul) matmul;
+#define KILN_MEMBER(member, function, symbol) decltype(&::function) member;
+  KILN_CUBLASLT_FUNCTIONS(KILN_MEMBER)
+#undef KILN_MEMBER
 
   static absl::StatusOr<const CublasLt *> get();
 };
