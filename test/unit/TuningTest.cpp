@@ -1,5 +1,6 @@
-//===- TuningTest.cpp - bucket merging and the cost model -----------------===//
+//===- TuningTest.cpp - buckets, the cost model, measurements -------------===//
 #include "tune/CostModel.h"
+#include "tune/Measurements.h"
 #include "tune/TuningDb.h"
 
 #include <gtest/gtest.h>
@@ -94,6 +95,80 @@ TEST(CostModel, OccupancyAndTails) {
   big.loadBytes = 16;
   big.grid[0] += 1;
   EXPECT_GT(*launchMicros(gpu, big), wide + 1.0);
+}
+
+// A GEMM's time is its tensor-core FLOPs or its bytes, the same for every
+// algorithm.
+TEST(CostModel, GemmRoofline) {
+  GpuModel gpu = *gpuModelFor("sm_90");
+  // 4096 x 4096 x 4096: 137 GFLOP at 990 TFLOP/s, about 139 us.
+  EXPECT_NEAR(gemmMicros(gpu, 4096, 4096, 4096),
+              2.0 * 4096 * 4096 * 4096 / 990e12 * 1e6 + gpu.launchMicros, 0.01);
+  // One row: the weight's bytes at 4.8 TB/s.
+  double bytes = (4096.0 + 4096.0 * 4096) * 2 + 4096.0 * 4;
+  EXPECT_NEAR(gemmMicros(gpu, 1, 4096, 4096),
+              bytes / 4.8e12 * 1e6 + gpu.launchMicros, 0.01);
+}
+
+Measurement measured(std::string knobs, int64_t length, double micros,
+                     bool rejected = false) {
+  return {"decode.attention",   knobs,   {length, 1}, micros, micros * 10,
+          rejected ? 3.5 : 0.0, rejected};
+}
+
+// kiln tune --measurements: rejected candidates are left out of the entry,
+// the entry is keyed by the GPU that measured, a bucket's speedup is the
+// default's time over the winner's summed over its lengths, and the cost
+// model's picks are held to the measured best.
+TEST(Measurements, EntriesSpeedupsAndTheModelsPicks) {
+  MeasurementSet set;
+  set.model = "tiny-gqa";
+  set.target = "sm_90";
+  set.nvrtc = "13.0";
+  set.device = "NVIDIA H200";
+  set.driver = "12.4";
+  set.source = "cuda-events";
+  set.repeats = 10;
+  CandidateFamily f;
+  f.family = "decode.attention";
+  f.signature = "abc";
+  set.families = {f};
+  set.defaults = {measured("", 64, 30), measured("", 128, 60)};
+  set.candidates = {measured("a", 64, 20), measured("a", 128, 40),
+                    measured("b", 64, 10, /*rejected=*/true),
+                    measured("b", 128, 45)};
+  TuningDb db;
+  // The cost model's entry for the same kernels: it picks "b" at 128.
+  TuningEntry &model = db.entry({"NVIDIA H200 (cost model)", "sm_90", "none",
+                                 "13.0", "decode.attention", "abc", 1},
+                                "cost-model");
+  model.times = {{64, {{"a", 5}, {"b", 6}}}, {128, {{"a", 9}, {"b", 8}}}};
+  auto lines = importMeasurements(set, db);
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  const TuningEntry *e = db.find(
+      {"NVIDIA H200", "sm_90", "12.4", "13.0", "decode.attention", "abc", 1});
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->source, "cuda-events");
+  EXPECT_EQ(e->times.at(64).count("b"), 0u); // rejected there
+  EXPECT_EQ(e->times.at(128).at("b"), 45);
+  ASSERT_EQ(e->buckets.size(), 1u);
+  EXPECT_EQ(e->buckets[0].knobs, "a");
+  std::string all;
+  for (const std::string &l : *lines)
+    all += l + "\n";
+  EXPECT_NE(all.find("rejected b at 64"), std::string::npos) << all;
+  // (30 + 60) / (20 + 40)
+  EXPECT_NE(all.find("a (40.0 us, 1.50x the default)"), std::string::npos)
+      << all;
+  // At 64 the model's pick "a" is the best; at 128 its "b" is 45 / 40.
+  EXPECT_NE(all.find("within 3% of the measured best at 1 of 2 lengths; "
+                     "worst 1.12x slower, at 128"),
+            std::string::npos)
+      << all;
+
+  // A family this kiln does not have is an error.
+  set.families[0].family = "decode.everything";
+  EXPECT_FALSE(importMeasurements(set, db).ok());
 }
 
 } // namespace
