@@ -1,6 +1,7 @@
 //===- TimeCandidates.cpp -------------------------------------------------===//
 #include "runtime/TimeCandidates.h"
 #include "runtime/AtomicFile.h"
+#include "runtime/SafeTensors.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -100,15 +101,6 @@ absl::StatusOr<Json> readJson(const std::string &path, const char *format) {
 
 absl::Status writeJson(const std::string &path, const Json &j) {
   return writeFileAtomically(path, j.dump(1) + "\n");
-}
-
-/// A message safe to print on one line: the JSON library's, without bytes
-/// that are not printable ASCII (it quotes the input it choked on).
-std::string printable(const std::string &what) {
-  std::string out;
-  for (char c : what)
-    out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  return out;
 }
 
 double median(std::vector<double> v) {
@@ -260,7 +252,7 @@ absl::StatusOr<CandidateSet> readCandidateSet(const std::string &path) {
     return set;
   } catch (const std::exception &e) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": a damaged candidate manifest: ", printable(e.what())));
+        path, ": a damaged candidate manifest: ", jsonErrorMessage(e)));
   }
 }
 
@@ -342,7 +334,7 @@ absl::StatusOr<MeasurementSet> readMeasurementSet(const std::string &path) {
     return set;
   } catch (const std::exception &e) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": a damaged measurements file: ", printable(e.what())));
+        path, ": a damaged measurements file: ", jsonErrorMessage(e)));
   }
 }
 

@@ -58,6 +58,23 @@ const char *kUsage =
     "kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N] "
     "[--measurements FILE]";
 
+/// The cuda or emu device for `b`'s Program (moved out of it).
+absl::StatusOr<std::unique_ptr<PlanDevice>>
+openDevice(const std::string &device, Bundle &b,
+           const WeightProvider &weights) {
+  if (device == "cuda") {
+    auto dev =
+        CudaDevice::create(std::move(b.program), b.cubin, b.ptx, weights);
+    if (!dev.ok())
+      return dev.status();
+    return std::unique_ptr<PlanDevice>(std::move(*dev));
+  }
+  auto dev = EmuDevice::create(std::move(b.program), weights);
+  if (!dev.ok())
+    return dev.status();
+  return std::unique_ptr<PlanDevice>(std::move(*dev));
+}
+
 /// kiln-run --time-candidates: every candidate bundle's cases timed on
 /// `device`, the measurements written atomically.
 int timeCandidatesMain(const std::string &dir, const std::string &device,
@@ -90,20 +107,8 @@ int timeCandidatesMain(const std::string &dir, const std::string &device,
       progress.emplace("time", total, 0, "bundles");
     progress->update(done);
   };
-  DeviceFactory open =
-      [&](Bundle &b) -> absl::StatusOr<std::unique_ptr<PlanDevice>> {
-    WeightProvider weights = WeightProvider::random(1);
-    if (device == "cuda") {
-      auto dev =
-          CudaDevice::create(std::move(b.program), b.cubin, b.ptx, weights);
-      if (!dev.ok())
-        return dev.status();
-      return std::unique_ptr<PlanDevice>(std::move(*dev));
-    }
-    auto dev = EmuDevice::create(std::move(b.program), weights);
-    if (!dev.ok())
-      return dev.status();
-    return std::unique_ptr<PlanDevice>(std::move(*dev));
+  DeviceFactory open = [&](Bundle &b) {
+    return openDevice(device, b, WeightProvider::random(1));
   };
   // What is measured so far, in case a time box stops the run: removed
   // when the run ends (the whole file replaces it, or an error does).
@@ -264,12 +269,7 @@ int main(int argc, char **argv) {
   }
   WeightProvider provider =
       random ? WeightProvider::random(1) : WeightProvider::checkpoint(*weights);
-  absl::StatusOr<std::unique_ptr<Device>> dev;
-  if (device == "cuda")
-    dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
-                             bundle->ptx, provider);
-  else
-    dev = EmuDevice::create(std::move(bundle->program), provider);
+  auto dev = openDevice(device, *bundle, provider);
   if (!dev.ok())
     return fail(dev.status());
   auto stopIds = parseStopIds(flags["stop-ids"], c.vocabSize);
