@@ -1,6 +1,7 @@
 //===- Bundle.cpp - a safetensors-layout file with the Program as JSON ----===//
 #include "runtime/Bundle.h"
 #include "runtime/Hash.h"
+#include "runtime/JsonRead.h"
 #include "runtime/SafeTensors.h"
 
 #include "absl/strings/str_cat.h"
@@ -132,9 +133,10 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
   int params = 3; // a GEMM's A, W, C
   if (l.contains("gemm")) {
     const Json &g = l.at("gemm");
-    launch.gemm = {g.at("m").get<int64_t>(), g.at("n").get<int64_t>(),
-                   g.at("k").get<int64_t>()};
-    launch.gemm.algo = g.value("algo", -1);
+    launch.gemm = {jsonInteger<int64_t>(g.at("m")),
+                   jsonInteger<int64_t>(g.at("n")),
+                   jsonInteger<int64_t>(g.at("k"))};
+    launch.gemm.algo = g.contains("algo") ? jsonInteger<int>(g["algo"]) : -1;
     if (launch.gemm.algo < -1 || launch.gemm.algo > kMaxGemmAlgo)
       return absl::InvalidArgumentError(
           absl::StrCat("launch ", launch.name, " asks for GEMM algorithm ",
@@ -148,9 +150,14 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
       return absl::InvalidArgumentError(absl::StrCat(
           "launch ", launch.name, " has a GEMM size past 2^31 - 1"));
   } else {
-    launch.kernel = l.at("kernel").get<int>();
-    launch.grid = l.at("grid").get<std::array<int64_t, 3>>();
-    launch.blockThreads = l.at("block").get<int64_t>();
+    launch.kernel = jsonInteger<int>(l.at("kernel"));
+    std::vector<int64_t> grid = jsonIntegers<int64_t>(l.at("grid"));
+    if (grid.size() != 3)
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " has a grid of ", grid.size(),
+                       " dimensions (3)"));
+    launch.grid = {grid[0], grid[1], grid[2]};
+    launch.blockThreads = jsonInteger<int64_t>(l.at("block"));
     // CUDA's limits: a damaged grid would otherwise hang or fail the launch.
     const int64_t most[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
     for (int axis = 0; axis < 3; ++axis)
@@ -175,7 +182,8 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
     if (it == regionNames().end())
       return absl::InvalidArgumentError(absl::StrCat(
           "launch ", launch.name, " has an argument in region '", region, "'"));
-    Argument arg(it->first, a.value("offset", int64_t(0)),
+    Argument arg(it->first,
+                 a.contains("offset") ? jsonInteger<int64_t>(a["offset"]) : 0,
                  a.value("name", std::string()));
     if (arg.region == Region::Weight && !weights.count(arg.weight))
       return absl::InvalidArgumentError(
@@ -232,14 +240,14 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   if (!config.ok())
     return config.status();
   b.config = *config;
-  p.vocab = j.at("vocab").get<int64_t>();
-  p.maxPositions = j.at("max_positions").get<int64_t>();
-  p.arenaBytes = j.at("arena_bytes").get<int64_t>();
-  p.poolBytes = j.at("pool").at("bytes").get<int64_t>();
-  p.poolBlocks = j.at("pool").at("blocks").get<int64_t>();
-  p.blockSize = j.at("pool").at("block_size").get<int64_t>();
-  p.sequences = j.at("pool").at("sequences").get<int64_t>();
-  p.tableBlocks = j.at("pool").at("table_blocks").get<int64_t>();
+  p.vocab = jsonInteger<int64_t>(j.at("vocab"));
+  p.maxPositions = jsonInteger<int64_t>(j.at("max_positions"));
+  p.arenaBytes = jsonInteger<int64_t>(j.at("arena_bytes"));
+  p.poolBytes = jsonInteger<int64_t>(j.at("pool").at("bytes"));
+  p.poolBlocks = jsonInteger<int64_t>(j.at("pool").at("blocks"));
+  p.blockSize = jsonInteger<int64_t>(j.at("pool").at("block_size"));
+  p.sequences = jsonInteger<int64_t>(j.at("pool").at("sequences"));
+  p.tableBlocks = jsonInteger<int64_t>(j.at("pool").at("table_blocks"));
   // Tables of 1 to 1024 sequences, each of at most the context's blocks
   // (fewer when compiled with --max-context).
   if (p.blockSize <= 0 || p.blockSize > p.maxPositions || p.sequences <= 0 ||
@@ -249,37 +257,38 @@ absl::Status readProgram(const Json &j, Bundle &b) {
         "the KV pool's tables (", p.sequences, " sequences of ", p.tableBlocks,
         " blocks of ", p.blockSize, " tokens) do not fit a context of ",
         p.maxPositions, " tokens"));
-  p.workspaceFloats = j.at("workspace_floats").get<int64_t>();
-  p.counters = j.at("counters").get<int64_t>();
+  p.workspaceFloats = jsonInteger<int64_t>(j.at("workspace_floats"));
+  p.counters = jsonInteger<int64_t>(j.at("counters"));
   for (const Json &k : j.at("kernels"))
-    p.kernels.push_back(
-        {k.at("name").get<std::string>(), k.at("entry").get<std::string>(), "",
-         k.value("provenance", std::string()), k.at("params").get<int>()});
+    p.kernels.push_back({k.at("name").get<std::string>(),
+                         k.at("entry").get<std::string>(), "",
+                         k.value("provenance", std::string()),
+                         jsonInteger<int>(k.at("params"))});
   std::map<std::string, bool> weightNames;
   for (const Json &w : j.at("weights")) {
     WeightBuffer buffer{w.at("name").get<std::string>(),
                         {},
-                        w.at("cols").get<int64_t>(),
+                        jsonInteger<int64_t>(w.at("cols")),
                         w.at("scaled_by").get<std::string>()};
     for (const Json &s : w.at("sources"))
       buffer.sources.push_back({s.at("name").get<std::string>(),
-                                s.at("shape").get<std::vector<int64_t>>()});
+                                jsonIntegers<int64_t>(s.at("shape"))});
     weightNames[buffer.name] = true;
     p.weights.push_back(std::move(buffer));
   }
-  p.decodeLogits = j.at("decode").at("logits_offset").get<int64_t>();
+  p.decodeLogits = jsonInteger<int64_t>(j.at("decode").at("logits_offset"));
   for (const Json &l : j.at("decode").at("launches")) {
     auto launch = readLaunch(l, p, weightNames);
     if (!launch.ok())
       return launch.status();
     p.decode.push_back(std::move(*launch));
   }
-  p.prefillLogits = j.at("prefill").at("logits_offset").get<int64_t>();
+  p.prefillLogits = jsonInteger<int64_t>(j.at("prefill").at("logits_offset"));
   // Buckets of growing rows, each launch sized for its bucket.
   auto readPlans = [&](const Json &buckets, const char *what, int64_t most,
                        std::vector<StepPlan> &plans) -> absl::Status {
     for (const Json &bucket : buckets) {
-      StepPlan plan{bucket.at("rows").get<int64_t>(), {}};
+      StepPlan plan{jsonInteger<int64_t>(bucket.at("rows")), {}};
       if (plan.rows <= 0 || plan.rows > most ||
           (!plans.empty() && plan.rows <= plans.back().rows))
         return absl::InvalidArgumentError(

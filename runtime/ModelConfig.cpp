@@ -1,6 +1,6 @@
 //===- ModelConfig.cpp - parse and check a LlamaConfig --------------------===//
 #include "runtime/ModelConfig.h"
-#include "runtime/SafeTensors.h"
+#include "runtime/JsonRead.h"
 
 #include "absl/strings/str_cat.h"
 

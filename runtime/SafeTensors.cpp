@@ -1,6 +1,7 @@
 //===- SafeTensors.cpp - validating safetensors reader and writer ---------===//
 #include "runtime/SafeTensors.h"
 #include "runtime/AtomicFile.h"
+#include "runtime/JsonRead.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,22 +25,7 @@ absl::Status fault(const std::string &path, const std::string &what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
-/// nlohmann's messages start with "[json.exception.parse_error.101] ".
 } // namespace
-
-std::string jsonErrorMessage(const std::exception &e) {
-  std::string m = e.what();
-  if (auto p = m.find("] ");
-      m.rfind("[json.exception", 0) == 0 && p != std::string::npos)
-    m = m.substr(p + 2);
-  std::string out;
-  for (unsigned char c : m)
-    if (c >= 0x20 && c < 0x7f)
-      out += char(c);
-    else
-      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
-  return out;
-}
 
 std::string shapeString(const std::vector<int64_t> &shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");

@@ -38,11 +38,6 @@ struct TensorView {
 
 std::string shapeString(const std::vector<int64_t> &shape);
 
-/// A JSON parser's message, for one error line: without nlohmann's
-/// "[json.exception...]" prefix, and with bytes that are not printable
-/// ASCII (the parser quotes what it read: a damaged file's bytes) as \xNN.
-std::string jsonErrorMessage(const std::exception &e);
-
 /// A memory-mapped, fully validated safetensors file.
 class SafeTensorsFile {
 public:

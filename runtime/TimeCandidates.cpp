@@ -1,7 +1,7 @@
 //===- TimeCandidates.cpp -------------------------------------------------===//
 #include "runtime/TimeCandidates.h"
 #include "runtime/AtomicFile.h"
-#include "runtime/SafeTensors.h"
+#include "runtime/JsonRead.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -55,8 +55,8 @@ CandidateFamily readFamily(const Json &j, bool withCandidates) {
   f.prompt = j.at("prompt").get<bool>();
   f.kernels = j.at("kernels").get<std::vector<std::string>>();
   for (const Json &c : j.at("cases")) {
-    CandidateCase at{c.at("length").get<int64_t>(),
-                     c.at("batch").get<int64_t>()};
+    CandidateCase at{jsonInteger<int64_t>(c.at("length")),
+                     jsonInteger<int64_t>(c.at("batch"))};
     if (at.length < 1 || at.batch < 1 || at.length > (1 << 24) ||
         at.batch > 4096)
       throw std::invalid_argument(absl::StrCat("family ", f.family,
@@ -306,7 +306,7 @@ absl::StatusOr<MeasurementSet> readMeasurementSet(const std::string &path) {
                                 {"driver", &set.driver},
                                 {"source", &set.source}})
       *value = j->at(field).get<std::string>();
-    set.repeats = j->at("repeats").get<int64_t>();
+    set.repeats = jsonInteger<int64_t>(j->at("repeats"));
     for (const Json &f : j->at("families"))
       set.families.push_back(readFamily(f, false));
     auto rows = [&](const char *name, bool candidates) {
@@ -314,7 +314,8 @@ absl::StatusOr<MeasurementSet> readMeasurementSet(const std::string &path) {
       for (const Json &r : j->at(name)) {
         Measurement m;
         m.family = r.at("family").get<std::string>();
-        m.at = {r.at("length").get<int64_t>(), r.at("batch").get<int64_t>()};
+        m.at = {jsonInteger<int64_t>(r.at("length")),
+                jsonInteger<int64_t>(r.at("batch"))};
         m.micros = r.at("micros").get<double>();
         m.stepMicros = r.at("step_micros").get<double>();
         if (!(m.micros >= 0) || !(m.stepMicros >= 0))

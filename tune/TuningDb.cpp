@@ -1,6 +1,7 @@
 //===- TuningDb.cpp -------------------------------------------------------===//
 #include "tune/TuningDb.h"
 #include "runtime/AtomicFile.h"
+#include "runtime/JsonRead.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -99,7 +100,8 @@ absl::StatusOr<TuningDb> readTuningDb(const std::string &path) {
     Json j = Json::parse(text.str());
     if (!j.is_object() || j.value("format", "") != kFormat)
       return fault("not a kiln tuning database (no format 'kiln-tuning-db')");
-    if (j.at("version").get<int>() != kTuningDbVersion)
+    if (!j.at("version").is_number_integer() ||
+        j.at("version").get<int64_t>() != kTuningDbVersion)
       return fault(absl::StrCat("tuning database version ",
                                 j.at("version").dump(), "; this kiln reads ",
                                 kTuningDbVersion, ": tune again"));
@@ -112,13 +114,13 @@ absl::StatusOr<TuningDb> readTuningDb(const std::string &path) {
                    k.at("nvrtc").get<std::string>(),
                    k.at("family").get<std::string>(),
                    k.at("signature").get<std::string>(),
-                   k.at("batch").get<int64_t>()};
+                   jsonInteger<int64_t>(k.at("batch"))};
       entry.source = e.at("source").get<std::string>();
       if (entry.key.batch < 1)
         return fault(absl::StrCat("an entry of ", entry.key.family,
                                   " has batch ", entry.key.batch));
       for (const Json &point : e.at("times")) {
-        int64_t length = point.at("seq_len").get<int64_t>();
+        int64_t length = jsonInteger<int64_t>(point.at("seq_len"));
         if (length < 1 || entry.times.count(length))
           return fault(absl::StrCat("an entry of ", entry.key.family,
                                     " has sequence length ", length,
@@ -134,9 +136,10 @@ absl::StatusOr<TuningDb> readTuningDb(const std::string &path) {
       }
       int64_t previous = 0;
       for (const Json &b : e.at("buckets")) {
-        TuningBucket bucket{
-            b.at("from").get<int64_t>(), b.at("to").get<int64_t>(),
-            b.at("knobs").get<std::string>(), b.at("micros").get<double>()};
+        TuningBucket bucket{jsonInteger<int64_t>(b.at("from")),
+                            jsonInteger<int64_t>(b.at("to")),
+                            b.at("knobs").get<std::string>(),
+                            b.at("micros").get<double>()};
         if (bucket.from != previous + 1 || bucket.to < bucket.from)
           return fault(absl::StrCat("the buckets of ", entry.key.family,
                                     " do not follow each other from 1"));
@@ -146,7 +149,8 @@ absl::StatusOr<TuningDb> readTuningDb(const std::string &path) {
       db.entries.push_back(std::move(entry));
     }
   } catch (const std::exception &e) {
-    return fault(absl::StrCat("malformed tuning database: ", e.what()));
+    return fault(
+        absl::StrCat("malformed tuning database: ", jsonErrorMessage(e)));
   }
   return db;
 }

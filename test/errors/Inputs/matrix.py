@@ -42,10 +42,41 @@ bundles = {
     "bundle-not-a-bundle": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ",
     "bundle-empty": b"",
 }
+
+
+def with_program(data, change):
+    """The bundle `data` with its program JSON changed (the checksum is not
+    updated: the reader must refuse the program before it gets there)."""
+    import json, struct
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    program = json.loads(header["__metadata__"]["program"])
+    change(program)
+    header["__metadata__"]["program"] = json.dumps(program)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data[8 + n:]
+
+
+def float_grid(program):
+    launch = next(l for l in program["decode"]["launches"] if "grid" in l)
+    launch["grid"][0] = 1e300
+
+
+bundles["bundle-float-grid"] = with_program(raw, float_grid)
 for name, data in bundles.items():
     open(path(name + ".kiln"), "wb").write(data)
 open(path("db-garbled.json"), "w").write('{"format": "kiln-tuning-db", "ver')
 open(path("db-not-a-db.json"), "w").write('[1, 2, 3]')
+# Numbers where integers belong: casting 8.9e114 to int is undefined
+# behaviour (the fuzzer's finding); they must be refused as bad input.
+open(path("db-float-version.json"), "w").write(
+    '{"format": "kiln-tuning-db", "version": 8.88889e+114, "entries": []}')
+open(path("db-float-batch.json"), "w").write(
+    '{"format": "kiln-tuning-db", "version": 1, "entries": [{"key": '
+    '{"gpu": "g", "arch": "sm_90", "driver": "d", "nvrtc": "n", '
+    '"family": "decode.gemv", "signature": "s", "batch": 1e300}, '
+    '"source": "cost-model", "times": [], "buckets": []}]}')
 
 # Candidate folders (kiln tune --emit-candidates) and measurements
 # (kiln-run --time-candidates), damaged.
@@ -92,6 +123,11 @@ measurements = {
     "meas-not-json": "\x00\x01",
     "meas-version": json.dumps({"format": "kiln-measurements",
                                 "version": 3}),
+    "meas-float-repeats": json.dumps({
+        "format": "kiln-measurements", "version": manifest["version"],
+        "model": "m", "target": "sm_90", "nvrtc": "n", "device": "d",
+        "driver": "d", "source": "cuda", "repeats": -3e300,
+        "families": [], "defaults": [], "candidates": []}),
 }
 for name, text in measurements.items():
     write(path(name + ".json"), text)
@@ -131,7 +167,8 @@ for name in bundles:
          [kiln_run, b, "--random-weights", "--device", "emu",
           "--prompt-ids", "1", "--dump-logits", out + ".run.safetensors"]),
     ]
-for name in ("db-garbled", "db-not-a-db"):
+for name in ("db-garbled", "db-not-a-db", "db-float-version",
+             "db-float-batch"):
     db = path(name + ".json")
     cases += [
         (1, db, path("out-" + name + ".kiln"),
