@@ -28,7 +28,10 @@ struct CodegenOptions {
   int epilogueThreads = 256;    // threads per prefill epilogue row
   int prefillAttentionRows = 4; // query rows per warp, prefill attention
   int elementwiseThreads = 128; // threads per embedding block
-  int gemmAlgo = -1; // prefill GEMMs: cuBLAS's choice, or cuBLASLt's N-th
+  /// Prefill GEMMs: cuBLAS's choice (-1), cuBLASLt's N-th (0 to
+  /// kMaxGemmAlgo), or kiln's own (kSmallGemmAlgo).
+  int gemmAlgo = -1;
+  int gemmTile = 8; // token rows per warp of kiln's own GEMM (gemm-tile)
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
   std::vector<int64_t> prefillBuckets;
@@ -48,7 +51,8 @@ std::vector<int64_t> batchBuckets(int64_t sequences);
 
 /// Sets the knobs named in `text`, "name=value,...": gemv-rows,
 /// gemv-split-k, vector-width (1, 2, 4, 8), attention-warps, kv-splits,
-/// sm-count, epilogue-threads, prefill-attention-rows, elementwise-threads.
+/// sm-count, epilogue-threads, prefill-attention-rows, elementwise-threads,
+/// gemm-algo, gemm-tile.
 /// Fails naming an unknown knob or a value out of range (a block has at most
 /// 1024 threads).
 llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts);
@@ -203,6 +207,16 @@ llvm::Expected<CudaKernel> emitQkvGemv(mlir::Operation *op,
 llvm::Expected<CudaKernel> emitDecodeAttention(mlir::Operation *op,
                                                const CodegenOptions &opts,
                                                bool batch = false);
+/// gemm-algo for kiln's own GEMM (emitSmallGemm) in place of cuBLAS's.
+constexpr int kSmallGemmAlgo = -2;
+/// Its kernel is the epilogue op's kiln.kernel with this suffix; it has
+/// this many warps (output columns) a block.
+constexpr const char *kSmallGemmSuffix = ".gemm";
+constexpr int kSmallGemmWarps = 4;
+/// The GEMM of a prefill epilogue op's first two operands, C[S, N] f32 =
+/// x[S, K] . W[N, K]^T into the workspace, for short prompts.
+llvm::Expected<CudaKernel> emitSmallGemm(mlir::Operation *op,
+                                         const CodegenOptions &opts);
 // Prefill: the epilogues of the cuBLAS GEMMs, and causal attention.
 llvm::Expected<CudaKernel> emitLinearEpilogue(mlir::Operation *op,
                                               const CodegenOptions &opts);

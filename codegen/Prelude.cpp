@@ -246,7 +246,8 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"epilogue-threads", &opts.epilogueThreads, 32, 1024},
       {"prefill-attention-rows", &opts.prefillAttentionRows, 1, 16},
       {"elementwise-threads", &opts.elementwiseThreads, 32, 1024},
-      {"gemm-algo", &opts.gemmAlgo, -1, kMaxGemmAlgo},
+      {"gemm-algo", &opts.gemmAlgo, kSmallGemmAlgo, kMaxGemmAlgo},
+      {"gemm-tile", &opts.gemmTile, 1, 16},
   };
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
@@ -259,7 +260,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
           llvm::Twine("unknown knob '") + name.trim() +
           "' (gemv-rows, gemv-split-k, vector-width, attention-warps, "
           "kv-splits, sm-count, epilogue-threads, prefill-attention-rows, "
-          "elementwise-threads, gemm-algo)");
+          "elementwise-threads, gemm-algo, gemm-tile)");
     int v;
     if (value.trim().getAsInteger(10, v) || v < knob->lo || v > knob->hi)
       return llvm::createStringError(llvm::Twine(knob->name) + ": '" +

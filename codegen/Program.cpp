@@ -119,7 +119,26 @@ public:
         kernel += suffix;
       const CudaKernel &k = kernels[index.lookup(kernel)];
       std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
-      if (k.afterGemm) {
+      if (k.afterGemm && gemmAlgo == kSmallGemmAlgo) {
+        // kiln's own GEMM (emitSmallGemm) where cuBLAS's would run.
+        std::string gemm = op.getAttrOfType<StringAttr>("kiln.kernel").str() +
+                           kSmallGemmSuffix;
+        if (!suffix.empty() && index.count(gemm + suffix))
+          gemm += suffix;
+        if (!index.count(gemm))
+          return llvm::createStringError("no kernel " + gemm +
+                                         " for gemm-algo=-2");
+        const CudaKernel &g = kernels[index.lookup(gemm)];
+        auto w = cast<RankedTensorType>(op.getOperand(1).getType());
+        p.workspaceFloats =
+            std::max(p.workspaceFloats, tokens * w.getDimSize(0));
+        out.push_back({index.lookup(gemm),
+                       name,
+                       g.gridFor(tokens),
+                       g.blockThreads,
+                       {b.bind(op.getOperand(0)), b.bind(op.getOperand(1)),
+                        Argument(Region::Workspace), Argument(Region::Count)}});
+      } else if (k.afterGemm) {
         auto w = cast<RankedTensorType>(op.getOperand(1).getType());
         GemmShape shape{tokens, w.getDimSize(0), w.getDimSize(1), gemmAlgo};
         p.workspaceFloats = std::max(p.workspaceFloats, shape.m * shape.n);
@@ -320,6 +339,28 @@ emitBatchAttention(func::FuncOp prefill, const CodegenOptions &opts) {
   return out;
 }
 
+/// kiln's own GEMMs (gemm-algo=-2) of @prefill's matmul epilogues, one per
+/// distinct kernel not in `done` (names already emitted).
+llvm::Expected<std::vector<CudaKernel>>
+emitSmallGemms(func::FuncOp prefill, const CodegenOptions &opts,
+               llvm::StringSet<> &done) {
+  std::vector<CudaKernel> out;
+  for (Operation &op : prefill.getBody().front()) {
+    if (!isa<FusedLinearOp, LinearOp, LogitsOp, FusedQKVOp>(op))
+      continue;
+    std::string name = op.getAttrOfType<StringAttr>("kiln.kernel").str() +
+                       kSmallGemmSuffix + opts.kernelSuffix;
+    if (!done.insert(name).second)
+      continue;
+    auto k = emitSmallGemm(&op, opts);
+    if (!k)
+      return k.takeError();
+    k->provenance = op.getAttrOfType<StringAttr>("kiln.name").str();
+    out.push_back(std::move(*k));
+  }
+  return out;
+}
+
 std::vector<int64_t> batchBuckets(int64_t sequences) {
   std::vector<int64_t> buckets;
   for (int64_t b = 2; b < sequences; b *= 2)
@@ -363,6 +404,19 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
       return batch.takeError();
     llvm::append_range(kernels, *batch);
   }
+  // kiln's own GEMMs, for the plans that run them instead of cuBLAS's.
+  llvm::StringSet<> smallGemms;
+  auto addSmallGemms = [&](const CodegenOptions &o) -> llvm::Error {
+    if (o.gemmAlgo != kSmallGemmAlgo)
+      return llvm::Error::success();
+    auto made = emitSmallGemms(prefill, o, smallGemms);
+    if (!made)
+      return made.takeError();
+    llvm::append_range(kernels, *made);
+    return llvm::Error::success();
+  };
+  if (llvm::Error e = addSmallGemms(opts))
+    return std::move(e);
   // Plans with knobs of their own (the tuner's winners) run variants of
   // the kernels the knobs change, named with "@" and the knobs.
   std::vector<int64_t> buckets = prefillBuckets(opts, maxTokens.getInt());
@@ -385,6 +439,8 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
     // kernels below.
     for (CudaKernel &k : *made)
       kernels.push_back(std::move(k));
+    if (llvm::Error e = addSmallGemms(v))
+      return std::move(e);
     return v.kernelSuffix;
   };
   for (int64_t rows : buckets)

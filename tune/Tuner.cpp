@@ -82,8 +82,15 @@ llvm::Expected<CudaKernel> emitFor(const TuneFamily &f, Operation *op,
     return emitPrefillAttention(op, opts);
   if (f.name == "prefill.elementwise")
     return emitEmbedding(op, opts);
+  if (f.name == "prefill.gemm")
+    return emitSmallGemm(op, opts);
   return isa<FusedQKVOp>(op) ? emitQkvEpilogue(op, opts)
                              : emitLinearEpilogue(op, opts);
+}
+
+/// Whether candidate `opts` of family `f` runs cuBLAS (no kernel of ours).
+bool runsCublas(const TuneFamily &f, const CodegenOptions &opts) {
+  return f.name == "prefill.gemm" && opts.gemmAlgo != kSmallGemmAlgo;
 }
 
 int64_t dim(Value v, unsigned i) {
@@ -136,6 +143,15 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
     l.l2Bytes = double(l.grid[0]) * kd * 2; // x again for every block
     l.flops = 2 * n * kd;
     l.loadBytes = 2 * vectorWidth(int64_t(kd), opts.maxVectorWidth);
+  } else if (f.name == "prefill.gemm") {
+    // kiln's own GEMM: W streamed once per tile of rows (counted from HBM:
+    // a 7B layer's W does not stay in L2 from one tile to the next), x
+    // again for every block from L2, C written; FLOPs on CUDA cores.
+    double s = double(rows), tiles = double(l.grid[1]);
+    l.hbmBytes = tiles * n * kd * 2 + s * kd * 2 + s * n * 4;
+    l.l2Bytes = double(l.grid[0]) * s * kd * 2;
+    l.flops = 2 * s * n * kd;
+    l.loadBytes = 2 * vectorWidth(int64_t(kd), opts.maxVectorWidth);
   } else {
     // The epilogue reads the GEMM's f32 row and x (for the norm), writes
     // the results.
@@ -180,16 +196,32 @@ const std::vector<TuneFamily> &tuneFamilies() {
       {"prefill.elementwise", "prompt", false,
        product({{"elementwise-threads", {64, 128, 256, 512}}})},
       {"prefill.gemm", "prompt", false,
-       product({{"gemm-algo", {-1, 0, 1, 2, 3}}})},
+       [] {
+         // cuBLAS's algorithms, then kiln's own GEMM with each tile.
+         auto c = product({{"gemm-algo", {-1, 0, 1, 2, 3}}});
+         for (const std::string &k : product({{"gemm-algo", {kSmallGemmAlgo}},
+                                              {"gemm-tile", {1, 2, 4, 8, 16}}}))
+           c.push_back(k);
+         return c;
+       }()},
   };
   return families;
 }
 
 std::vector<std::string> familyKernels(ModuleOp module,
                                        const TuneFamily &family) {
-  if (family.name == "prefill.gemm")
-    return {"cublas"}; // PlanDevice::timingName of every GEMM
   std::vector<std::string> names;
+  if (family.name == "prefill.gemm") {
+    // cuBLAS's (PlanDevice::timingName of every cuBLAS GEMM) or kiln's own.
+    names.push_back("cublas");
+    for (Operation *op : familyOps(module, family)) {
+      std::string name =
+          op->getAttrOfType<StringAttr>("kiln.kernel").str() + kSmallGemmSuffix;
+      if (llvm::find(names, name) == names.end())
+        names.push_back(name);
+    }
+    return names;
+  }
   auto add = [&](Operation *op, const char *suffix) {
     auto kernel = op ? op->getAttrOfType<StringAttr>("kiln.kernel") : nullptr;
     std::string name = kernel ? kernel.str() + suffix : "";
@@ -292,7 +324,7 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
           continue;
         }
         for (Operation *op : launched) {
-          if (f->name == "prefill.gemm") // cuBLAS: no kernel of ours
+          if (runsCublas(*f, c.opts)) // no kernel of ours
             break;
           auto k = emitFor(*f, op, c.opts, batched);
           if (!k) {
@@ -342,7 +374,7 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
             double micros = 0;
             bool fits = true;
             for (Operation *op : launched) {
-              if (f->name == "prefill.gemm") {
+              if (runsCublas(*f, c.opts)) {
                 Value w = op->getOperand(1);
                 micros += gemmMicros(*gpu, length, dim(w, 0), dim(w, 1));
                 continue;

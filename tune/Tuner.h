@@ -36,7 +36,8 @@ struct TuneFamily {
 
 /// decode.gemv, decode.attention, prefill.attention, prefill.epilogue,
 /// prefill.elementwise (the embedding: the one elementwise kernel fusion
-/// leaves), prefill.gemm (cuBLAS's own choice or one of cuBLASLt's).
+/// leaves), prefill.gemm (cuBLAS's own choice, one of cuBLASLt's, or kiln's
+/// own GEMM with a tile of token rows).
 const std::vector<TuneFamily> &tuneFamilies();
 
 struct TuneOptions {
