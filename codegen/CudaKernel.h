@@ -239,6 +239,11 @@ CudaKernel emitSampler(int64_t vocab);
 llvm::Expected<std::vector<CudaKernel>>
 emitCudaKernels(mlir::Operation *fn, const CodegenOptions &opts);
 
+/// kiln's own GEMM (emitSmallGemm) of each distinct matmul of @prefill, for
+/// plans with gemm-algo=-2.
+llvm::Expected<std::vector<CudaKernel>>
+emitSmallGemms(mlir::Operation *prefill, const CodegenOptions &opts);
+
 } // namespace kiln
 
 #endif // KILN_CODEGEN_CUDAKERNEL_H

@@ -57,4 +57,27 @@ emitCudaKernels(Operation *fn, const CodegenOptions &opts) {
   return kernels;
 }
 
+llvm::Expected<std::vector<CudaKernel>>
+emitSmallGemms(Operation *prefill, const CodegenOptions &opts) {
+  std::vector<CudaKernel> kernels;
+  llvm::StringSet<> seen;
+  std::optional<llvm::Error> error;
+  prefill->walk([&](Operation *op) {
+    if (error || !isa<FusedLinearOp, LinearOp, LogitsOp, FusedQKVOp>(op) ||
+        !seen.insert(op->getAttrOfType<StringAttr>("kiln.kernel").getValue())
+             .second)
+      return;
+    llvm::Expected<CudaKernel> k = emitSmallGemm(op, opts);
+    if (!k) {
+      error = k.takeError();
+      return;
+    }
+    k->provenance = op->getAttrOfType<StringAttr>("kiln.name").str();
+    kernels.push_back(std::move(*k));
+  });
+  if (error)
+    return std::move(*error);
+  return kernels;
+}
+
 } // namespace kiln

@@ -339,28 +339,6 @@ emitBatchAttention(func::FuncOp prefill, const CodegenOptions &opts) {
   return out;
 }
 
-/// kiln's own GEMMs (gemm-algo=-2) of @prefill's matmul epilogues, one per
-/// distinct kernel not in `done` (names already emitted).
-llvm::Expected<std::vector<CudaKernel>>
-emitSmallGemms(func::FuncOp prefill, const CodegenOptions &opts,
-               llvm::StringSet<> &done) {
-  std::vector<CudaKernel> out;
-  for (Operation &op : prefill.getBody().front()) {
-    if (!isa<FusedLinearOp, LinearOp, LogitsOp, FusedQKVOp>(op))
-      continue;
-    std::string name = op.getAttrOfType<StringAttr>("kiln.kernel").str() +
-                       kSmallGemmSuffix + opts.kernelSuffix;
-    if (!done.insert(name).second)
-      continue;
-    auto k = emitSmallGemm(&op, opts);
-    if (!k)
-      return k.takeError();
-    k->provenance = op.getAttrOfType<StringAttr>("kiln.name").str();
-    out.push_back(std::move(*k));
-  }
-  return out;
-}
-
 std::vector<int64_t> batchBuckets(int64_t sequences) {
   std::vector<int64_t> buckets;
   for (int64_t b = 2; b < sequences; b *= 2)
@@ -404,12 +382,14 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
       return batch.takeError();
     llvm::append_range(kernels, *batch);
   }
-  // kiln's own GEMMs, for the plans that run them instead of cuBLAS's.
+  // kiln's own GEMMs, for the plans that run them instead of cuBLAS's
+  // (once per suffix: a batch and a prefill variant may share knobs).
   llvm::StringSet<> smallGemms;
   auto addSmallGemms = [&](const CodegenOptions &o) -> llvm::Error {
-    if (o.gemmAlgo != kSmallGemmAlgo)
+    if (o.gemmAlgo != kSmallGemmAlgo ||
+        !smallGemms.insert(o.kernelSuffix).second)
       return llvm::Error::success();
-    auto made = emitSmallGemms(prefill, o, smallGemms);
+    auto made = emitSmallGemms(prefill, o);
     if (!made)
       return made.takeError();
     llvm::append_range(kernels, *made);

@@ -6,7 +6,9 @@
 // @decode), as NVRTC compiles it, with its launch shape (S: the prefill's
 // token count). The input is kiln IR after the pipeline (kiln compile -o,
 // or kiln-opt --kiln-pipeline). Prefill's cuBLAS GEMMs are not kernels of
-// ours; the epilogue that follows each is marked.
+// ours; the epilogue that follows each is marked. With --kernel-options
+// gemm-algo=-2, kiln's own GEMMs that replace them follow @prefill's
+// kernels.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -35,6 +37,13 @@ int main(int argc, char **argv) {
                  << "--kernel-options: " << toString(std::move(e));
         for (auto fn : module.getOps<func::FuncOp>()) {
           auto kernels = kiln::emitCudaKernels(fn, knobs);
+          if (kernels && knobs.gemmAlgo == kiln::kSmallGemmAlgo &&
+              fn.getName() == "prefill") {
+            auto gemms = kiln::emitSmallGemms(fn, knobs);
+            if (!gemms)
+              return fn->emitError() << toString(gemms.takeError());
+            llvm::append_range(*kernels, *gemms);
+          }
           if (!kernels)
             return fn->emitError() << toString(kernels.takeError());
           for (const kiln::CudaKernel &k : *kernels) {
