@@ -19,9 +19,10 @@
 #   - prints one table: tokens/s (or ms), model-bandwidth utilization, the
 #     ratio to each peer, and the issue's targets;
 #   - times llama2-7b's tuning candidates (decode and prefill attention,
-#     cuBLASLt's GEMM algorithms)
+#     cuBLASLt's GEMM algorithms, kiln's own GEMM for short prompts)
 #     with CUDA events: a table of the default knobs against the best, and
-#     $OUT/measurements.json for kiln tune --measurements.
+#     $OUT/measurements.json (and measurements-short.json) for kiln tune
+#     --measurements.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kiln-gpu-check}
@@ -154,28 +155,35 @@ PY
 done <<<"$cases"
 
 # Tuning: llama2-7b's candidates (the kit's cand.tar.xz, from kiln tune
-# --emit-candidates) timed with CUDA events; measurements.json comes back
-# for kiln tune --measurements on the kiln machine (docs/tuning-db.md).
-if [ -f "$kit/cand.tar.xz" ]; then
-  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
-    "$kit/cand.tar.xz" "$out"
-  if timeout 200 "$run" --time-candidates "$out/cand" --device cuda \
-    --repeats 10 --measurements "$out/measurements.json" \
-    >"$out/time-candidates.txt" 2>&1; then
+# --emit-candidates) timed with CUDA events, each folder time-boxed (cand:
+# 512 and 2048 tokens; cand-short: the GEMMs of 16- and 64-token prompts,
+# cuBLAS against kiln's own); measurements*.json come back for kiln tune
+# --measurements on the kiln machine (docs/tuning-db.md).
+time_candidates() { # folder, seconds, measurements file
+  local dir=$1 seconds=$2 file=$3
+  if timeout "$seconds" "$run" --time-candidates "$out/$dir" --device cuda \
+    --repeats 10 --measurements "$file" >"$out/time-$dir.txt" 2>&1; then
     say ""
-    python3 bench/measure_table.py "$out/measurements.json" | tee -a "$report"
-  elif [ -f "$out/measurements.json.partial" ]; then
+    python3 bench/measure_table.py "$file" | tee -a "$report"
+  elif [ -f "$file.partial" ]; then
     # Stopped by the time box: what it measured is kept.
-    mv "$out/measurements.json.partial" "$out/measurements.json"
+    mv "$file.partial" "$file"
     say ""
-    say "(The candidates' timing was stopped at 200 s; these are the bundles it finished.)"
-    python3 bench/measure_table.py "$out/measurements.json" | tee -a "$report"
+    say "(Timing $dir was stopped at $seconds s; these are the bundles it finished.)"
+    python3 bench/measure_table.py "$file" | tee -a "$report"
   else
     status=1
     say ""
-    say "FAIL: timing the tuning candidates: $(tail -1 "$out/time-candidates.txt")"
+    say "FAIL: timing the tuning candidates in $dir: $(tail -1 "$out/time-$dir.txt")"
   fi
-  rm -rf "$out/cand"
+  rm -rf "${out:?}/$dir"
+}
+if [ -f "$kit/cand.tar.xz" ]; then
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+    "$kit/cand.tar.xz" "$out"
+  time_candidates cand 170 "$out/measurements.json"
+  [ -d "$out/cand-short" ] &&
+    time_candidates cand-short 30 "$out/measurements-short.json"
 fi
 
 # The PyTorch peers on the same GPU, when PyTorch and transformers are here
