@@ -42,14 +42,31 @@ bool isMatmul(Operation *op) {
   return isa<FusedLinearOp, LinearOp, LogitsOp, FusedQKVOp>(op);
 }
 
+/// prefill.gemm and decode.gemm: cuBLAS's GEMMs or kiln's own, before
+/// @prefill's matmul epilogues (a batched decode step runs @prefill's ops
+/// with a row per sequence).
+bool isGemmFamily(const TuneFamily &f) {
+  return f.name == "prefill.gemm" || f.name == "decode.gemm";
+}
+
+/// cuBLAS's algorithms, then kiln's own GEMM with each tile.
+std::vector<std::string> gemmCandidates() {
+  auto c = product({{"gemm-algo", {-1, 0, 1, 2, 3}}});
+  for (const std::string &k : product(
+           {{"gemm-algo", {kSmallGemmAlgo}}, {"gemm-tile", {1, 2, 4, 8, 16}}}))
+    c.push_back(k);
+  return c;
+}
+
 /// The ops a family's kernels run: decode's or prefill's.
 std::vector<Operation *> familyOps(ModuleOp module, const TuneFamily &f) {
   bool attention = f.name.find("attention") != std::string::npos;
   bool elementwise = f.name == "prefill.elementwise";
   // decode.attention: @decode's op at batch 1; above, the batched decode
-  // plans run @prefill's op of the same layer (batchAttention).
-  auto fn = module.lookupSymbol<func::FuncOp>(
-      f.name.rfind("decode.", 0) == 0 ? "decode" : "prefill");
+  // plans run @prefill's op of the same layer (batchAttention). Their
+  // GEMMs (decode.gemm) are @prefill's.
+  bool decode = f.name.rfind("decode.", 0) == 0 && !isGemmFamily(f);
+  auto fn = module.lookupSymbol<func::FuncOp>(decode ? "decode" : "prefill");
   std::vector<Operation *> ops;
   if (!fn)
     return ops;
@@ -82,7 +99,7 @@ llvm::Expected<CudaKernel> emitFor(const TuneFamily &f, Operation *op,
     return emitPrefillAttention(op, opts);
   if (f.name == "prefill.elementwise")
     return emitEmbedding(op, opts);
-  if (f.name == "prefill.gemm")
+  if (isGemmFamily(f))
     return emitSmallGemm(op, opts);
   return isa<FusedQKVOp>(op) ? emitQkvEpilogue(op, opts)
                              : emitLinearEpilogue(op, opts);
@@ -90,7 +107,7 @@ llvm::Expected<CudaKernel> emitFor(const TuneFamily &f, Operation *op,
 
 /// Whether candidate `opts` of family `f` runs cuBLAS (no kernel of ours).
 bool runsCublas(const TuneFamily &f, const CodegenOptions &opts) {
-  return f.name == "prefill.gemm" && opts.gemmAlgo != kSmallGemmAlgo;
+  return isGemmFamily(f) && opts.gemmAlgo != kSmallGemmAlgo;
 }
 
 int64_t dim(Value v, unsigned i) {
@@ -143,7 +160,7 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
     l.l2Bytes = double(l.grid[0]) * kd * 2; // x again for every block
     l.flops = 2 * n * kd;
     l.loadBytes = 2 * vectorWidth(int64_t(kd), opts.maxVectorWidth);
-  } else if (f.name == "prefill.gemm") {
+  } else if (isGemmFamily(f)) {
     // kiln's own GEMM: W streamed once per tile of rows (counted from HBM:
     // a 7B layer's W does not stay in L2 from one tile to the next), x
     // again for every block from L2, C written; FLOPs on CUDA cores.
@@ -188,6 +205,9 @@ const std::vector<TuneFamily> &tuneFamilies() {
       {"decode.attention", "context", true,
        product({{"attention-warps", {2, 4, 8}},
                 {"kv-splits", {0, 1, 2, 4, 8, 16}}})},
+      // The batched decode plans' GEMMs (a row per sequence; batch 1 runs
+      // decode's GEMVs): the context length does not change them.
+      {"decode.gemm", "context", true, gemmCandidates(), 2},
       {"prefill.attention", "prompt", false,
        product({{"attention-warps", {2, 4, 8}},
                 {"prefill-attention-rows", {1, 2, 4, 8}}})},
@@ -195,15 +215,7 @@ const std::vector<TuneFamily> &tuneFamilies() {
        product({{"epilogue-threads", {64, 128, 256, 512}}})},
       {"prefill.elementwise", "prompt", false,
        product({{"elementwise-threads", {64, 128, 256, 512}}})},
-      {"prefill.gemm", "prompt", false,
-       [] {
-         // cuBLAS's algorithms, then kiln's own GEMM with each tile.
-         auto c = product({{"gemm-algo", {-1, 0, 1, 2, 3}}});
-         for (const std::string &k : product({{"gemm-algo", {kSmallGemmAlgo}},
-                                              {"gemm-tile", {1, 2, 4, 8, 16}}}))
-           c.push_back(k);
-         return c;
-       }()},
+      {"prefill.gemm", "prompt", false, gemmCandidates()},
   };
   return families;
 }
@@ -211,7 +223,7 @@ const std::vector<TuneFamily> &tuneFamilies() {
 std::vector<std::string> familyKernels(ModuleOp module,
                                        const TuneFamily &family) {
   std::vector<std::string> names;
-  if (family.name == "prefill.gemm") {
+  if (isGemmFamily(family)) {
     // cuBLAS's (PlanDevice::timingName of every cuBLAS GEMM) or kiln's own.
     names.push_back("cublas");
     for (Operation *op : familyOps(module, family)) {
@@ -287,8 +299,7 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
   TuneResult result;
   int64_t total = 0, done = 0;
   for (const TuneFamily *f : families)
-    total += int64_t(opts.seqLens.size()) *
-             (f->batched ? int64_t(opts.batches.size()) : 1);
+    total += int64_t(opts.seqLens.size() * f->batchesOf(opts.batches).size());
   std::string nvrtc = nvrtcVersionString();
 
   for (const TuneFamily *f : families) {
@@ -297,8 +308,11 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
       return llvm::createStringError("the module has no " + f->name +
                                      " kernels: compile it with the kiln "
                                      "pipeline");
-    std::vector<int64_t> batches =
-        f->batched ? opts.batches : std::vector<int64_t>{1};
+    std::vector<int64_t> batches = f->batchesOf(opts.batches);
+    if (batches.empty())
+      result.lines.push_back(absl::StrFormat(
+          "%-19s none: its kernels run at batches of %d and more (--batch)",
+          f->name, f->minBatch));
     for (int64_t batch : batches) {
       bool batched = f->name == "decode.attention" && batch > 1;
       std::vector<Operation *> launched = ops;
@@ -374,9 +388,10 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
             double micros = 0;
             bool fits = true;
             for (Operation *op : launched) {
+              int64_t rows = f->length == "prompt" ? length : batch;
               if (runsCublas(*f, c.opts)) {
                 Value w = op->getOperand(1);
-                micros += gemmMicros(*gpu, length, dim(w, 0), dim(w, 1));
+                micros += gemmMicros(*gpu, rows, dim(w, 0), dim(w, 1));
                 continue;
               }
               const CudaKernel &k = c.kernels.at(op);
@@ -385,7 +400,6 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
                 fits = false;
                 break;
               }
-              int64_t rows = f->length == "prompt" ? length : batch;
               LaunchCost l = traffic(*f, op, k, c.opts, rows, length);
               l.registers = fig->second.registers;
               l.sharedBytes = fig->second.shared;
@@ -477,19 +491,26 @@ llvm::Error applyTuning(ModuleOp module, const TuningDb &db,
         (e->key.family == "decode.gemv" || e->key.family == "decode.attention"))
       if (llvm::Error err = apply(e->buckets.back().knobs))
         return err;
-  // Batched decode: the nearest batch tuned at or below each bucket.
+  // Batched decode: for each bucket, every batched family's winner at the
+  // nearest batch tuned at or below it (else the smallest above).
   auto pool = module->getAttrOfType<KVPoolAttr>("kiln.kv_pool");
-  std::map<int64_t, const TuningEntry *> byBatch; // batch > 1, ascending
+  std::map<std::string, std::map<int64_t, const TuningEntry *>>
+      byBatch; // family -> batch > 1, ascending
   for (const TuningEntry *e : used)
-    if (e->key.family == "decode.attention" && e->key.batch > 1)
-      byBatch[e->key.batch] = e;
+    if ((e->key.family == "decode.attention" ||
+         e->key.family == "decode.gemm") &&
+        e->key.batch > 1)
+      byBatch[e->key.family][e->key.batch] = e;
   for (int64_t rows : batchBuckets(pool ? pool.getSequences() : 1)) {
-    if (byBatch.empty())
-      break;
-    auto above = byBatch.upper_bound(rows); // the first batch above rows
-    const TuningEntry *e =
-        above == byBatch.begin() ? above->second : std::prev(above)->second;
-    opts.batchKnobs[rows] = e->buckets.back().knobs;
+    std::string knobs;
+    for (const auto &[family, entries] : byBatch) {
+      auto above = entries.upper_bound(rows); // the first batch above rows
+      const TuningEntry *e =
+          above == entries.begin() ? above->second : std::prev(above)->second;
+      knobs += (knobs.empty() ? "" : ",") + e->buckets.back().knobs;
+    }
+    if (!knobs.empty())
+      opts.batchKnobs[rows] = knobs;
   }
   // Prefill: the buckets the families' winners make, each with its knobs.
   auto prefill = module.lookupSymbol<func::FuncOp>("prefill");

@@ -32,9 +32,23 @@ struct TuneFamily {
   std::string length; // "context" (keys attended) or "prompt" (rows)
   bool batched;       // tuned per batch size (else at batch 1 only)
   std::vector<std::string> candidates; // knob settings, in a fixed order
+  int64_t minBatch = 1; // the smallest batch that runs its kernels
+
+  /// The batches of `asked` (kiln tune --batch) it is tuned at: those from
+  /// minBatch up when batched, else just 1.
+  std::vector<int64_t> batchesOf(const std::vector<int64_t> &asked) const {
+    if (!batched)
+      return {1};
+    std::vector<int64_t> out;
+    for (int64_t b : asked)
+      if (b >= minBatch)
+        out.push_back(b);
+    return out;
+  }
 };
 
-/// decode.gemv, decode.attention, prefill.attention, prefill.epilogue,
+/// decode.gemv, decode.attention, decode.gemm (the batched decode plans'
+/// GEMMs, batches of 2 and more), prefill.attention, prefill.epilogue,
 /// prefill.elementwise (the embedding: the one elementwise kernel fusion
 /// leaves), prefill.gemm (cuBLAS's own choice, one of cuBLASLt's, or kiln's
 /// own GEMM with a tile of token rows).

@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -207,7 +208,8 @@ int emitCandidatesMain(const std::string &name, FrontendOptions opts,
     base.prefillBuckets = *seqLens; // a plan of exactly each length
   int64_t total = 1, done = 0;
   for (const TuneFamily &f : families)
-    total += int64_t(f.candidates.size());
+    if (!f.batchesOf(batches).empty())
+      total += int64_t(f.candidates.size());
   std::optional<Progress> progress; // "kiln: emit  40% (12 of 30 bundles)"
   auto step = [&] {
     if (!progress)
@@ -222,14 +224,18 @@ int emitCandidatesMain(const std::string &name, FrontendOptions opts,
   step();
   std::vector<std::string> skipped;
   for (const TuneFamily &f : families) {
+    if (f.batchesOf(batches).empty()) { // decode.gemm with --batch 1 only
+      skipped.push_back(absl::StrCat(f.name, ": its kernels run at batches of ",
+                                     f.minBatch, " and more (--batch)"));
+      continue;
+    }
     CandidateFamily out;
     out.family = f.name;
     out.signature = familySignature(*compiled->module, f);
     out.prompt = f.length == "prompt";
     out.kernels = familyKernels(*compiled->module, f);
     for (int64_t length : *seqLens)
-      for (int64_t batch :
-           f.batched ? batches : std::vector<int64_t>{int64_t(1)})
+      for (int64_t batch : f.batchesOf(batches))
         out.cases.push_back({length, batch});
     for (size_t i = 0; i < f.candidates.size(); ++i) {
       CodegenOptions knobs = base;
@@ -292,13 +298,15 @@ int runTune() {
   for (absl::string_view f :
        absl::StrSplit(std::string(familiesFlag), ',', absl::SkipEmpty())) {
     bool known = false;
-    for (const TuneFamily &k : tuneFamilies())
+    std::vector<std::string> names;
+    for (const TuneFamily &k : tuneFamilies()) {
       known = known || k.name == f;
+      names.push_back(k.name);
+    }
     if (!known)
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-                      "--families: no family '", std::string(f),
-                      "' (decode.gemv, decode.attention, prefill.attention, "
-                      "prefill.epilogue, prefill.elementwise)")),
+      return fail(absl::InvalidArgumentError(
+                      absl::StrCat("--families: no family '", std::string(f),
+                                   "' (", absl::StrJoin(names, ", "), ")")),
                   2);
     families.push_back(std::string(f));
   }
