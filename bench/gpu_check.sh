@@ -156,8 +156,8 @@ done <<<"$cases"
 
 # Tuning: llama2-7b's candidates (the kit's cand.tar.xz, from kiln tune
 # --emit-candidates) timed with CUDA events, each folder time-boxed (cand:
-# 512 and 2048 tokens; cand-short: the GEMMs of 16- and 64-token prompts,
-# cuBLAS against kiln's own); measurements*.json come back for kiln tune
+# 512 and 2048 tokens; cand-short: the GEMMs of 16- and 64-token prompts
+# and of decode steps of 8 and 32 sequences, cuBLAS against kiln's own); measurements*.json come back for kiln tune
 # --measurements on the kiln machine (docs/tuning-db.md).
 time_candidates() { # folder, seconds, measurements file
   local dir=$1 seconds=$2 file=$3
@@ -181,9 +181,9 @@ time_candidates() { # folder, seconds, measurements file
 if [ -f "$kit/cand.tar.xz" ]; then
   python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
     "$kit/cand.tar.xz" "$out"
-  time_candidates cand 170 "$out/measurements.json"
+  time_candidates cand 150 "$out/measurements.json"
   [ -d "$out/cand-short" ] &&
-    time_candidates cand-short 30 "$out/measurements-short.json"
+    time_candidates cand-short 50 "$out/measurements-short.json"
 fi
 
 # The PyTorch peers on the same GPU, when PyTorch and transformers are here

@@ -29,9 +29,9 @@ build/bin/kiln compile llama2-7b -o gpu-kit/llama2-7b.kiln --max-batch 32 --max-
 # Tuning candidates for llama2-7b on the H200 (kiln tune --emit-candidates):
 # decode attention at 512 and 2048 keys for 1 and 8 sequences, prefill
 # attention and cuBLAS's GEMM algorithms at 512 and 2048 tokens (cand/);
-# every GEMM candidate, kiln's own included, at 16 and 64 tokens
-# (cand-short/: kiln's GEMM re-reads W per tile, far too slow to time at
-# 2048). The bundles share most of their bytes, so xz packs them to a
+# every GEMM candidate, kiln's own included, for prompts of 16 and 64
+# tokens and decode steps of 8 and 32 sequences (cand-short/: kiln's GEMM
+# re-reads W per tile, far too slow to time at 2048 rows). The bundles share most of their bytes, so xz packs them to a
 # small fraction (gpu_check.sh unpacks with Python).
 rm -rf build-kit/cand build-kit/cand-short
 # The families' candidates as tune/Tuner.cpp lists them, less kiln's GEMM
@@ -47,7 +47,8 @@ build/bin/kiln tune llama2-7b --emit-candidates build-kit/cand \
   --knobs "$knobs" --seq-lens 512,2048 \
   --batch 1,8 --target sm_90 >/dev/null
 build/bin/kiln tune llama2-7b --emit-candidates build-kit/cand-short \
-  --families prefill.gemm --seq-lens 16,64 --target sm_90 >/dev/null
+  --families prefill.gemm,decode.gemm --seq-lens 16,64 --batch 8,32 \
+  --target sm_90 >/dev/null
 tar -C build-kit -cJf gpu-kit/cand.tar.xz cand cand-short
 # Should the GPU machine's C library be older than this one's, gpu_check.sh
 # builds kiln-run there from the repository with these.

@@ -3,8 +3,7 @@
 
 Runs CMD and succeeds only when it exits with CODE (not a signal), writes
 exactly one line to stderr, and that line starts with "kiln: error: " (or
-"kiln-run: error: "). The
-line is echoed to stdout for FileCheck. This is how the bad-input tests hold
+the same for kiln-run, kiln-opt, kiln-translate). The line is echoed to stdout for FileCheck. This is how the bad-input tests hold
 kiln to "one clear line, exit 1, no crash"; errors/Inputs/matrix.py applies
 the same rule (rule_problems) to a whole table of cases."""
 import subprocess
@@ -20,7 +19,9 @@ def rule_problems(proc, code):
         problems.append(f"exit code {proc.returncode}, expected {code}")
     if len(lines) != 1:
         problems.append(f"{len(lines)} lines on stderr, expected 1")
-    elif not lines[0].startswith(("kiln: error: ", "kiln-run: error: ")):
+    elif not lines[0].startswith(tuple(
+            t + ": error: "
+            for t in ("kiln", "kiln-run", "kiln-opt", "kiln-translate"))):
         problems.append("stderr does not start with 'kiln: error: '")
     if proc.returncode < 0 or "core dumped" in proc.stderr:
         problems.append("crashed")

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/KilnDialect.h"
+#include "ir/NestingDepth.h"
 #include "passes/Passes.h"
 #include "test/lib/TestPasses.h"
 
@@ -19,6 +20,14 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   kiln::registerKilnPassesAndPipeline();
   kiln::test::registerTestPasses();
+  auto [input, output] = mlir::registerAndParseCLIOptions(
+      argc, argv, "kiln optimizer driver\n", registry);
+  // Text nested past what MLIR's recursive parser's stack holds is refused
+  // before it gets there (ir/NestingDepth.h).
+  if (llvm::Error e = kiln::checkIrFileNesting(input)) {
+    llvm::errs() << "kiln-opt: error: " << toString(std::move(e)) << "\n";
+    return 1;
+  }
   return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "kiln optimizer driver\n", registry));
+      mlir::MlirOptMain(argc, argv, input, output, registry));
 }

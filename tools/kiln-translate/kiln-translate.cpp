@@ -13,11 +13,13 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
 #include "ir/KilnDialect.h"
+#include "ir/NestingDepth.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/FileSystem.h"
 
 using namespace mlir;
 
@@ -73,5 +75,16 @@ int main(int argc, char **argv) {
       [](DialectRegistry &registry) {
         registry.insert<kiln::KilnDialect, func::FuncDialect>();
       });
+  // Text nested past what MLIR's recursive parser's stack holds is refused
+  // before it gets there (ir/NestingDepth.h): every file the command line
+  // names is checked, since mlirTranslateMain keeps its input option to
+  // itself.
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-' && llvm::sys::fs::is_regular_file(argv[i]))
+      if (llvm::Error e = kiln::checkIrFileNesting(argv[i])) {
+        llvm::errs() << "kiln-translate: error: " << toString(std::move(e))
+                     << "\n";
+        return 1;
+      }
   return failed(mlirTranslateMain(argc, argv, "kiln translation driver\n"));
 }
