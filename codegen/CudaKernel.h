@@ -239,6 +239,11 @@ CudaKernel emitSampler(int64_t vocab);
 llvm::Expected<std::vector<CudaKernel>>
 emitCudaKernels(mlir::Operation *fn, const CodegenOptions &opts);
 
+/// The batched decode plans' attention kernels (emitDecodeAttention with
+/// `batch`) of @prefill's attention ops, one per distinct kernel.
+llvm::Expected<std::vector<CudaKernel>>
+emitBatchAttention(mlir::Operation *prefill, const CodegenOptions &opts);
+
 /// kiln's own GEMM (emitSmallGemm) of each distinct matmul of @prefill, for
 /// plans with gemm-algo=-2.
 llvm::Expected<std::vector<CudaKernel>>

@@ -57,17 +57,22 @@ emitCudaKernels(Operation *fn, const CodegenOptions &opts) {
   return kernels;
 }
 
-llvm::Expected<std::vector<CudaKernel>>
-emitSmallGemms(Operation *prefill, const CodegenOptions &opts) {
+namespace {
+
+/// `emit` of each op of `fn` that `wanted` picks, once per kiln.kernel (the
+/// first op of each names the kernel's provenance).
+llvm::Expected<std::vector<CudaKernel>> emitOncePerKernel(
+    Operation *fn, llvm::function_ref<bool(Operation *)> wanted,
+    llvm::function_ref<llvm::Expected<CudaKernel>(Operation *)> emit) {
   std::vector<CudaKernel> kernels;
   llvm::StringSet<> seen;
   std::optional<llvm::Error> error;
-  prefill->walk([&](Operation *op) {
-    if (error || !isa<FusedLinearOp, LinearOp, LogitsOp, FusedQKVOp>(op) ||
+  fn->walk([&](Operation *op) {
+    if (error || !wanted(op) ||
         !seen.insert(op->getAttrOfType<StringAttr>("kiln.kernel").getValue())
              .second)
       return;
-    llvm::Expected<CudaKernel> k = emitSmallGemm(op, opts);
+    llvm::Expected<CudaKernel> k = emit(op);
     if (!k) {
       error = k.takeError();
       return;
@@ -78,6 +83,27 @@ emitSmallGemms(Operation *prefill, const CodegenOptions &opts) {
   if (error)
     return std::move(*error);
   return kernels;
+}
+
+} // namespace
+
+llvm::Expected<std::vector<CudaKernel>>
+emitSmallGemms(Operation *prefill, const CodegenOptions &opts) {
+  return emitOncePerKernel(
+      prefill,
+      [](Operation *op) {
+        return isa<FusedLinearOp, LinearOp, LogitsOp, FusedQKVOp>(op);
+      },
+      [&](Operation *op) { return emitSmallGemm(op, opts); });
+}
+
+llvm::Expected<std::vector<CudaKernel>>
+emitBatchAttention(Operation *prefill, const CodegenOptions &opts) {
+  return emitOncePerKernel(
+      prefill, [](Operation *op) { return isa<AttentionOp>(op); },
+      [&](Operation *op) {
+        return emitDecodeAttention(op, opts, /*batch=*/true);
+      });
 }
 
 } // namespace kiln

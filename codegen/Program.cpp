@@ -314,31 +314,6 @@ void dropUnusedKernels(Program &p) {
         l.kernel = renumber[l.kernel];
 }
 
-/// The batched decode kernels of @prefill's attention ops, one per
-/// distinct kernel.
-llvm::Expected<std::vector<CudaKernel>>
-emitBatchAttention(func::FuncOp prefill, const CodegenOptions &opts) {
-  std::vector<CudaKernel> out;
-  llvm::StringSet<> seen;
-  std::optional<llvm::Error> error;
-  prefill.walk([&](AttentionOp op) {
-    std::string name = op->getAttrOfType<StringAttr>("kiln.kernel").str() +
-                       kBatchSuffix + opts.kernelSuffix;
-    if (error || !seen.insert(name).second)
-      return;
-    auto k = emitDecodeAttention(op, opts, /*batch=*/true);
-    if (!k) {
-      error = k.takeError();
-      return;
-    }
-    k->provenance = op->getAttrOfType<StringAttr>("kiln.name").str();
-    out.push_back(std::move(*k));
-  });
-  if (error)
-    return std::move(*error);
-  return out;
-}
-
 std::vector<int64_t> batchBuckets(int64_t sequences) {
   std::vector<int64_t> buckets;
   for (int64_t b = 2; b < sequences; b *= 2)
