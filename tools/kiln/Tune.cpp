@@ -166,17 +166,15 @@ int emitCandidatesMain(const std::string &name, FrontendOptions opts,
                      " exists and holds no candidates.json: name a new "
                      "folder")));
   // The lengths as the cases need them: prompts up to the longest, decode
-  // contexts one token past the longest.
-  mlir::MLIRContext probe;
+  // contexts one token past the longest (the model's config bounds them).
   bool prompts = false, contexts = false;
   for (const TuneFamily &f : families)
     (f.length == "prompt" ? prompts : contexts) = true;
-  auto config = compileModel(probe, name, opts);
-  if (!config.ok())
-    return fail(config.status());
-  auto seqLens =
-      parseLengths("seq-lens", seqLensFlag,
-                   config->source.config.maxPositions - (contexts ? 1 : 0));
+  auto source = resolveModel(name);
+  if (!source.ok())
+    return fail(source.status());
+  auto seqLens = parseLengths("seq-lens", seqLensFlag,
+                              source->config.maxPositions - (contexts ? 1 : 0));
   if (!seqLens.ok())
     return fail(seqLens.status(), 2);
   if (prompts)
