@@ -36,12 +36,14 @@ cl::opt<std::string> seqLensFlag(
     cl::sub(tuneCommand()));
 cl::opt<std::string> batchFlag("batch",
                                cl::desc("Batch sizes for the batched "
-                                        "families (decode attention): 1,8,32"),
+                                        "families (decode attention, and "
+                                        "decode.gemm from 2): 1,8,32"),
                                cl::init("1"), cl::sub(tuneCommand()));
 cl::opt<std::string> familiesFlag(
     "families",
     cl::desc("Families to tune (default all): decode.gemv, decode.attention, "
-             "prefill.attention, prefill.epilogue, prefill.elementwise"),
+             "decode.gemm, prefill.attention, prefill.epilogue, "
+             "prefill.elementwise, prefill.gemm"),
     cl::sub(tuneCommand()));
 cl::opt<std::string> targetFlag("target",
                                 cl::desc("The GPU's target: sm_90 (default, "
