@@ -112,43 +112,38 @@ public:
       }
       if (!isKernel(&op))
         continue;
-      std::string kernel = op.getAttrOfType<StringAttr>("kiln.kernel").str();
-      if (batch && isa<AttentionOp>(op))
-        kernel += kBatchSuffix;
-      if (!suffix.empty() && index.count(kernel + suffix))
-        kernel += suffix;
+      // The plan's variant of a kernel, where its knobs made one.
+      auto variant = [&](std::string kernel) {
+        if (!suffix.empty() && index.count(kernel + suffix))
+          kernel += suffix;
+        return kernel;
+      };
+      std::string base = op.getAttrOfType<StringAttr>("kiln.kernel").str();
+      std::string kernel =
+          variant(batch && isa<AttentionOp>(op) ? base + kBatchSuffix : base);
       const CudaKernel &k = kernels[index.lookup(kernel)];
       std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
-      if (k.afterGemm && gemmAlgo == kSmallGemmAlgo) {
-        // kiln's own GEMM (emitSmallGemm) where cuBLAS's would run.
-        std::string gemm = op.getAttrOfType<StringAttr>("kiln.kernel").str() +
-                           kSmallGemmSuffix;
-        if (!suffix.empty() && index.count(gemm + suffix))
-          gemm += suffix;
-        if (!index.count(gemm))
-          return llvm::createStringError("no kernel " + gemm +
-                                         " for gemm-algo=-2");
-        const CudaKernel &g = kernels[index.lookup(gemm)];
-        auto w = cast<RankedTensorType>(op.getOperand(1).getType());
-        p.workspaceFloats =
-            std::max(p.workspaceFloats, tokens * w.getDimSize(0));
-        out.push_back({index.lookup(gemm),
-                       name,
-                       g.gridFor(tokens),
-                       g.blockThreads,
-                       {b.bind(op.getOperand(0)), b.bind(op.getOperand(1)),
-                        Argument(Region::Workspace), Argument(Region::Count)}});
-      } else if (k.afterGemm) {
+      if (k.afterGemm) {
+        // C[tokens, n] = x . W^T into the workspace: cuBLAS's GEMM, or
+        // kiln's own (emitSmallGemm), which also reads the real row count.
         auto w = cast<RankedTensorType>(op.getOperand(1).getType());
         GemmShape shape{tokens, w.getDimSize(0), w.getDimSize(1), gemmAlgo};
         p.workspaceFloats = std::max(p.workspaceFloats, shape.m * shape.n);
-        out.push_back({kGemm,
-                       name,
-                       {1, 1, 1},
-                       0,
-                       {b.bind(op.getOperand(0)), b.bind(op.getOperand(1)),
-                        Argument(Region::Workspace)},
-                       shape});
+        std::vector<Argument> args = {b.bind(op.getOperand(0)),
+                                      b.bind(op.getOperand(1)),
+                                      Argument(Region::Workspace)};
+        if (gemmAlgo == kSmallGemmAlgo) {
+          std::string gemm = variant(base + kSmallGemmSuffix);
+          if (!index.count(gemm))
+            return llvm::createStringError("no kernel " + gemm +
+                                           " for gemm-algo=-2");
+          const CudaKernel &g = kernels[index.lookup(gemm)];
+          args.push_back(Argument(Region::Count));
+          out.push_back({index.lookup(gemm), name, g.gridFor(tokens),
+                         g.blockThreads, std::move(args)});
+        } else {
+          out.push_back({kGemm, name, {1, 1, 1}, 0, std::move(args), shape});
+        }
       }
       Launch l{index.lookup(kernel), name, k.gridFor(tokens), k.blockThreads,
                arguments(op, k)};
