@@ -12,7 +12,12 @@
 #     32, and the prefill time of 512- and 2048-token prompts (time to
 #     first token);
 # and writes a Markdown report to $OUT/gpu_check.md (else
-# /tmp/kiln-gpu-check), to be added to bench/RESULTS.md.
+# /tmp/kiln-gpu-check), to be added to bench/RESULTS.md. $OUT gets only the
+# files worth fetching (the device tool brings back 8 at most): the report,
+# measurements*.json and logs.tar.gz (every run's output); the rest stays in
+# a scratch folder. Every step is time-boxed against one budget
+# (GPU_CHECK_SECONDS, 570 by default, inside the device run's 590 s), so
+# that a hung kernel costs its step, not the report.
 #   - runs the same shapes in PyTorch with Hugging Face transformers (eager,
 #     and torch.compile with a static cache: bench/torch_peer.py) when they
 #     are installed;
@@ -27,10 +32,37 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kiln-gpu-check}
 mkdir -p "$out"
+work=$(mktemp -d /tmp/kiln-gpu-work.XXXXXX)
 report="$out/gpu_check.md"
 kit=gpu-kit
 : >"$report"
 say() { echo "$@" | tee -a "$report"; }
+# Every run's output goes back as one archive, however the script ends.
+trap 'tar -C "$work" --exclude="cand*" -czf "$out/logs.tar.gz" . 2>/dev/null; rm -rf "$work"' EXIT
+
+budget=${GPU_CHECK_SECONDS:-570}
+# box WANT RESERVE: WANT seconds, or fewer when the budget, less RESERVE
+# for the steps that follow, has less left; 0 when under 5 are left.
+box() {
+  local left=$((budget - SECONDS - $2)) want=$1
+  ((left < want)) && want=$left
+  ((want < 5)) && want=0
+  echo "$want"
+}
+# bounded SECONDS CMD...: CMD, killed after SECONDS (exit 124, saying so
+# last on stderr), not run at 0.
+bounded() {
+  local seconds=$1
+  shift
+  if ((seconds == 0)); then
+    echo "skipped: the check's $budget s were spent" >&2
+    return 124
+  fi
+  timeout -k 5 "$seconds" "$@"
+  local code=$?
+  ((code == 124)) && echo "stopped by its time box ($seconds s)" >&2
+  return $code
+}
 
 say "## GPU check ($(date -u +%F))"
 say ""
@@ -52,39 +84,77 @@ if ! "$run" --help >/dev/null 2>&1; then
     -DKILN_CUDA_INCLUDE_DIR="\"$cuda/include\"" \
     -DKILN_CUDA_LIBRARY_DIR="\"$cuda/lib64\"" \
     runtime/*.cpp runtime/emu/*.cpp runtime/cuda/*.cpp \
-    tools/kiln-run/kiln-run.cpp -o "$out/kiln-run" \
+    tools/kiln-run/kiln-run.cpp -o "$work/kiln-run" \
     -Wl,--start-group "$kit"/lib/libabsl_*.a -Wl,--end-group -ldl -lpthread \
-    2>"$out/kiln-run-build.log" || {
-    say "FAIL: building kiln-run: $(head -3 "$out/kiln-run-build.log")"
+    2>"$work/kiln-run-build.log" || {
+    say "FAIL: building kiln-run: $(head -3 "$work/kiln-run-build.log")"
     exit 1
   }
-  run="$out/kiln-run"
+  run="$work/kiln-run"
 fi
 
 status=0
+# A fixture that fails is run again without CUDA graphs, to tell a capture
+# problem from a kernel's.
 say "| fixture | weights | result | kiln-run says |"
 say "|---|---|---|---|"
 for m in tiny-gqa tiny-mha; do
   fixture="test/fixtures/$m"
   read -r prompt count < <(python3 -c "import json; d = json.load(open('$fixture/expected.json')); print(','.join(map(str, d['prompt_tokens'])), len(d['greedy_continuation']))")
   for weights in model model-f16; do
-    dump="$out/$m-$weights.safetensors"
-    if "$run" "$kit/$m.kiln" --weights "$fixture/$weights" --device cuda \
-      --prompt-ids "$prompt" --max-new-tokens "$count" --dump-logits "$dump" \
-      >"$out/$m-$weights.txt" 2>&1; then
+    dump="$work/$m-$weights.safetensors"
+    log="$work/$m-$weights.txt"
+    fixture_run() {
+      bounded "$(box 60 400)" "$run" "$kit/$m.kiln" --weights "$fixture/$weights" \
+        --device cuda --prompt-ids "$prompt" --max-new-tokens "$count" \
+        --dump-logits "$dump" >"$log" 2>&1
+    }
+    note=""
+    if ! fixture_run; then
+      first=$(tail -1 "$log")
+      cp "$log" "${log%.txt}-graphs.txt"
+      if KILN_CUDA_GRAPHS=0 fixture_run; then
+        note=" (FAILED with CUDA graphs: $first; passes without)"
+      else
+        note=" (FAILED, also without CUDA graphs)"
+      fi
+    fi
+    if [ -f "$dump" ] && grep -q "prefill" "$log"; then
       result=$(python3 test/compare_logits.py "$fixture/expected.safetensors" "$dump" 5e-2) || status=1
-      timing=$(grep -E "prefill|decode " "$out/$m-$weights.txt" | tr -s ' ' | paste -sd';')
+      timing=$(grep -E "prefill|decode " "$log" | tr -s ' ' | paste -sd';')
     else
-      status=1
-      result="FAIL: $(tail -1 "$out/$m-$weights.txt")"
+      result="FAIL: $(tail -1 "$log")"
       timing=""
     fi
-    say "| $m | $weights | $result | $timing |"
+    [ -n "$note" ] && status=1
+    say "| $m | $weights | $result$note | $timing |"
   done
 done
 say ""
 
-python3 - <<'PY' 2>&1 | tee -a "$report" | tee "$out/bandwidth.txt"
+# compute-sanitizer's memcheck on one fixture: an out-of-bounds access or a
+# misaligned load that the logits would not show. The tool refuses some
+# virtualized GPUs; that is reported, not counted as kiln's failure.
+sanitizer=$(command -v compute-sanitizer ||
+  echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [ -x "$sanitizer" ]; then
+  fixture=test/fixtures/tiny-gqa
+  bounded "$(box 60 380)" "$sanitizer" --tool memcheck --error-exitcode 9 \
+    "$run" "$kit/tiny-gqa.kiln" --weights "$fixture/model-f16" --device cuda \
+    --prompt-ids 1,2,3,4,5 --max-new-tokens 8 >"$work/memcheck.txt" 2>&1
+  case $? in
+  0) say "compute-sanitizer memcheck (tiny-gqa, prefill + 8 decode steps): no errors." ;;
+  9)
+    status=1
+    say "FAIL: compute-sanitizer memcheck: $(grep -m1 -E "Invalid|Misaligned|error" "$work/memcheck.txt")"
+    ;;
+  124) say "compute-sanitizer memcheck: stopped by its time box." ;;
+  *) say "compute-sanitizer memcheck did not run here: $(grep -m1 -i "error" "$work/memcheck.txt")" ;;
+  esac
+  say ""
+fi
+
+bounded "$(box 30 340)" python3 - <<'PY' 2>&1 | tee -a "$report" | tee "$work/bandwidth.txt"
 try:
     import torch
 except ImportError:
@@ -123,7 +193,7 @@ batch-8     128  128 8
 batch-32    128  128 32
 ttft-512    512  1   1
 ttft-2048   2048 1   1"
-kiln_rows="$out/kiln.tsv"
+kiln_rows="$work/kiln.tsv"
 : >"$kiln_rows"
 while read -r name p n b; do
   python3 -c "
@@ -131,11 +201,12 @@ import random
 for i in range($b):
     r = random.Random($p * 1000 + i)
     print(','.join(str(r.randrange(1, 32000)) for _ in range($p)))
-" >"$out/prompts-$name.txt"
-  if "$run" "$kit/llama2-7b.kiln" --random-weights --device cuda --no-logits \
-    --repeat 2 --max-batch "$b" --prompt-ids "@$out/prompts-$name.txt" \
-    --max-new-tokens "$n" >"$out/7b-$name.txt" 2>&1; then
-    python3 - "$out/7b-$name.txt" "$name" "$p" "$n" "$b" >>"$kiln_rows" <<'PY'
+" >"$work/prompts-$name.txt"
+  if bounded "$(box 90 300)" "$run" "$kit/llama2-7b.kiln" --random-weights \
+    --device cuda --no-logits --repeat 2 --max-batch "$b" \
+    --prompt-ids "@$work/prompts-$name.txt" --max-new-tokens "$n" \
+    >"$work/7b-$name.txt" 2>&1; then
+    python3 - "$work/7b-$name.txt" "$name" "$p" "$n" "$b" >>"$kiln_rows" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 name, p, n, b = sys.argv[2], *map(int, sys.argv[3:])
@@ -150,7 +221,7 @@ print(f"{name}\t{p}\t{n}\t{b}\t{ttft}\t{rate}")
 PY
   else
     status=1
-    say "FAIL: llama2-7b $name: $(tail -1 "$out/7b-$name.txt")"
+    say "FAIL: llama2-7b $name: $(tail -1 "$work/7b-$name.txt")"
   fi
 done <<<"$cases"
 
@@ -161,8 +232,11 @@ done <<<"$cases"
 # --measurements on the kiln machine (docs/tuning-db.md).
 time_candidates() { # folder, seconds, measurements file
   local dir=$1 seconds=$2 file=$3
-  if timeout "$seconds" "$run" --time-candidates "$out/$dir" --device cuda \
-    --repeats 10 --measurements "$file" >"$out/time-$dir.txt" 2>&1; then
+  if ((seconds == 0)); then
+    say ""
+    say "Timing $dir: skipped, the check's $budget s were spent."
+  elif bounded "$seconds" "$run" --time-candidates "$work/$dir" --device cuda \
+    --repeats 10 --measurements "$file" >"$work/time-$dir.txt" 2>&1; then
     say ""
     python3 bench/measure_table.py "$file" | tee -a "$report"
   elif [ -f "$file.partial" ]; then
@@ -174,35 +248,37 @@ time_candidates() { # folder, seconds, measurements file
   else
     status=1
     say ""
-    say "FAIL: timing the tuning candidates in $dir: $(tail -1 "$out/time-$dir.txt")"
+    say "FAIL: timing the tuning candidates in $dir: $(tail -1 "$work/time-$dir.txt")"
   fi
-  rm -rf "${out:?}/$dir"
+  rm -rf "${work:?}/$dir"
 }
 if [ -f "$kit/cand.tar.xz" ]; then
   python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
-    "$kit/cand.tar.xz" "$out"
-  time_candidates cand 150 "$out/measurements.json"
-  [ -d "$out/cand-short" ] &&
-    time_candidates cand-short 50 "$out/measurements-short.json"
+    "$kit/cand.tar.xz" "$work"
+  time_candidates cand "$(box 150 120)" "$out/measurements.json"
+  [ -d "$work/cand-short" ] &&
+    time_candidates cand-short "$(box 50 90)" "$out/measurements-short.json"
 fi
 
 # The PyTorch peers on the same GPU, when PyTorch and transformers are here
 # (time-boxed: torch.compile of llama2-7b takes minutes; each result is
 # kept as it comes).
-peers="$out/peers.jsonl"
+peers="$work/peers.jsonl"
 : >"$peers"
-timeout 240 python3 bench/torch_peer.py --model llama2-7b \
-  --cases 128:128:1,2048:128:1,128:128:8,128:128:32,512:2:1 --json "$peers" \
-  >"$out/torch_peer.md" 2>"$out/torch_peer.log" ||
-  echo "(PyTorch peers stopped: $(tail -1 "$out/torch_peer.log"))" >>"$out/torch_peer.md"
+PYTHONUNBUFFERED=1 bounded "$(box 240 15)" python3 bench/torch_peer.py \
+  --model llama2-7b --cases 128:128:1,2048:128:1,128:128:8,128:128:32,512:2:1 \
+  --json "$peers" >"$work/torch_peer.md" 2>"$work/torch_peer.log" ||
+  echo "(PyTorch peers stopped: $(tail -1 "$work/torch_peer.log"))" >>"$work/torch_peer.md"
 
 # One table: kiln, its model-bandwidth utilization (the weight and KV bytes
 # a decode step reads, over the step time, over the copy bandwidth), each
 # peer and kiln's ratio to it (above 1: kiln is faster), and the targets.
 say ""
-python3 bench/gpu_table.py "$kiln_rows" "$peers" "$out/bandwidth.txt" | tee -a "$report"
+python3 bench/gpu_table.py "$kiln_rows" "$peers" "$work/bandwidth.txt" | tee -a "$report"
 say ""
 say "PyTorch peers as measured:"
 say ""
-cat "$out/torch_peer.md" | tee -a "$report"
+tee -a "$report" <"$work/torch_peer.md"
+say ""
+say "The check took $SECONDS s of its $budget."
 exit $status

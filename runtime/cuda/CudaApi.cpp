@@ -1,5 +1,6 @@
 //===- CudaApi.cpp --------------------------------------------------------===//
 #include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/OpenLibrary.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -7,19 +8,6 @@
 
 namespace kiln {
 namespace {
-/// The first of `names` that dlopen finds, or an error naming them all.
-absl::StatusOr<void *> openLibrary(const char *what,
-                                   std::initializer_list<const char *> names) {
-  std::string tried;
-  for (const char *name : names) {
-    if (void *handle = dlopen(name, RTLD_NOW | RTLD_LOCAL))
-      return handle;
-    tried += (tried.empty() ? "" : "; ") + std::string(dlerror());
-  }
-  return absl::FailedPreconditionError(
-      absl::StrCat("cuda device: cannot open ", what, ": ", tried));
-}
-
 /// `member` = the function `symbol` of `lib`; false when it has none.
 template <class Function>
 bool lookUp(void *lib, Function &member, const char *symbol) {
@@ -31,7 +19,9 @@ bool lookUp(void *lib, Function &member, const char *symbol) {
 absl::StatusOr<const CudaDriver *> CudaDriver::get() {
   static absl::StatusOr<const CudaDriver *> driver =
       []() -> absl::StatusOr<const CudaDriver *> {
-    auto lib = openLibrary("the CUDA driver", {"libcuda.so.1", "libcuda.so"});
+    auto lib = openCudaLibrary("cuda device", "the CUDA driver",
+                               {"libcuda.so.1", "libcuda.so"},
+                               /*inToolkit=*/false);
     if (!lib.ok())
       return lib.status();
     static CudaDriver d;
@@ -59,8 +49,10 @@ absl::Status CudaDriver::check(CUresult r, const char *call) const {
 absl::StatusOr<const Cublas *> Cublas::get() {
   static absl::StatusOr<const Cublas *> cublas =
       []() -> absl::StatusOr<const Cublas *> {
-    auto lib = openLibrary(
-        "cuBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"});
+    auto lib =
+        openCudaLibrary("cuda device", "cuBLAS",
+                        {"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
+                        /*inToolkit=*/true);
     if (!lib.ok())
       return lib.status();
     static Cublas c;
@@ -83,8 +75,10 @@ absl::StatusOr<const Cublas *> Cublas::get() {
 absl::StatusOr<const CublasLt *> CublasLt::get() {
   static absl::StatusOr<const CublasLt *> lt =
       []() -> absl::StatusOr<const CublasLt *> {
-    auto lib = openLibrary("cuBLASLt", {"libcublasLt.so.13",
-                                        "libcublasLt.so.12", "libcublasLt.so"});
+    auto lib = openCudaLibrary(
+        "cuda device", "cuBLASLt",
+        {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"},
+        /*inToolkit=*/true);
     if (!lib.ok())
       return lib.status();
     static CublasLt c;

@@ -1,5 +1,6 @@
 //===- Nvrtc.cpp ----------------------------------------------------------===//
 #include "runtime/cuda/Nvrtc.h"
+#include "runtime/cuda/OpenLibrary.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -31,26 +32,17 @@ struct NvrtcApi {
 #undef KILN_MEMBER
 };
 
-/// Opened once: the soname, then the CUDA toolkit's own folders.
+/// Opened once (runtime/cuda/OpenLibrary.h).
 absl::StatusOr<const NvrtcApi *> api() {
   static absl::StatusOr<const NvrtcApi *> nvrtc =
       []() -> absl::StatusOr<const NvrtcApi *> {
-    std::vector<std::string> names = {"libnvrtc.so.13", "libnvrtc.so.12",
-                                      "libnvrtc.so"};
-    for (const char *root :
-         {static_cast<const char *>(std::getenv("CUDA_HOME")),
-          "/usr/local/cuda"})
-      if (root && *root)
-        names.push_back(std::string(root) + "/lib64/libnvrtc.so");
-    names.push_back(std::string(KILN_CUDA_LIBRARY_DIR) + "/libnvrtc.so");
-    void *lib = nullptr;
-    for (const std::string &name : names)
-      if ((lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)))
-        break;
-    if (!lib)
-      return absl::FailedPreconditionError(
-          absl::StrCat("NVRTC: cannot open libnvrtc (tried ", names.front(),
-                       " and the CUDA toolkit's lib64): ", dlerror()));
+    auto opened =
+        openCudaLibrary("NVRTC", "libnvrtc",
+                        {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"},
+                        /*inToolkit=*/true);
+    if (!opened.ok())
+      return opened.status();
+    void *lib = *opened;
     static NvrtcApi a;
 #define KILN_LOOKUP(member, function)                                          \
   a.member = reinterpret_cast<decltype(a.member)>(dlsym(lib, #function));      \
