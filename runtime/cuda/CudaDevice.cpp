@@ -342,6 +342,11 @@ absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
   if (!useGraphs_ || !isDecodePlan(launches))
     return launch(launches);
   auto it = graphs_.find(&launches);
+  if (it == graphs_.end() && warmed_.insert(&launches).second)
+    // A plan's first step runs eagerly, as PyTorch warms up before a
+    // capture: cuBLAS sets itself up and lazily loaded modules load outside
+    // the capture.
+    return launch(launches);
   if (it == graphs_.end()) {
     auto exec = capture(launches);
     if (!exec.ok())

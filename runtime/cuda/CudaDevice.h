@@ -8,6 +8,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <set>
 
 namespace kiln {
 
@@ -94,9 +95,10 @@ private:
   std::vector<char> staging_; // the step's inputs, packed for one copy
   std::vector<CUdeviceptr> allocations_;
   CUstream stream_ = nullptr; // every launch; syncs with the default
-  // The decode plans' graphs, captured once each; null: it failed (run
-  // kernel by kernel).
+  // The decode plans' graphs, captured once each on a plan's second step;
+  // null: it failed (run kernel by kernel).
   std::map<const std::vector<Launch> *, CUgraphExec> graphs_;
+  std::set<const std::vector<Launch> *> warmed_; // plans run once eagerly
   std::vector<CUgraph> graphSources_;
   bool useGraphs_ = true;       // KILN_CUDA_GRAPHS=0: off
   std::vector<CUevent> events_; // launchTimed's, made on first use
