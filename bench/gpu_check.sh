@@ -18,6 +18,8 @@
 # a scratch folder. Every step is time-boxed against one budget
 # (GPU_CHECK_SECONDS, 570 by default, inside the device run's 590 s), so
 # that a hung kernel costs its step, not the report.
+#   - profiles llama2-7b's steps at batches 1 and 32 (kiln-run --profile:
+#     each kernel's share of the step and its weight bandwidth);
 #   - runs the same shapes in PyTorch with Hugging Face transformers (eager,
 #     and torch.compile with a static cache: bench/torch_peer.py) when they
 #     are installed;
@@ -224,6 +226,28 @@ PY
     say "FAIL: llama2-7b $name: $(tail -1 "$work/7b-$name.txt")"
   fi
 done <<<"$cases"
+
+# Where the time goes: every launch of llama2-7b's prefill and decode
+# steps timed alone (kiln-run --profile; the second of two runs), at batch
+# 1 and at batch 32: each kernel's share and the bandwidth of its weight
+# reads, for the next round of kernel work.
+for spec in "decode-128 1 64" "batch-32 32 16"; do
+  read -r name b n <<<"$spec"
+  if bounded "$(box 60 260)" "$run" "$kit/llama2-7b.kiln" --random-weights \
+    --device cuda --no-logits --repeat 2 --max-batch "$b" \
+    --prompt-ids "@$work/prompts-$name.txt" --max-new-tokens "$n" --profile \
+    >"$work/profile-$name.txt" 2>&1; then
+    say ""
+    say "Profile of llama2-7b, batch $b (128-token prompts, $n new tokens):"
+    say ""
+    say '```'
+    sed -n '/profile /,$p' "$work/profile-$name.txt" | tee -a "$report"
+    say '```'
+  else
+    status=1
+    say "FAIL: profile of llama2-7b $name: $(tail -1 "$work/profile-$name.txt")"
+  fi
+done
 
 # Tuning: llama2-7b's candidates (the kit's cand.tar.xz, from kiln tune
 # --emit-candidates) timed with CUDA events, each folder time-boxed (cand:

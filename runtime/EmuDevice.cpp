@@ -98,8 +98,7 @@ absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
       kernels_[l.kernel](unsigned(l.grid[0]), unsigned(l.grid[1]),
                          unsigned(l.grid[2]), unsigned(l.blockThreads),
                          args.data());
-    if (timing_)
-      (*timing_)[timingName(l)] += secondsSince(began) * 1e6;
+    recordLaunch(l, secondsSince(began) * 1e6);
   }
   return absl::OkStatus();
 }

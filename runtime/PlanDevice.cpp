@@ -85,6 +85,21 @@ PlanDevice::PlanDevice(Program program) : program_(std::move(program)) {
   for (int64_t b = 0; b < first; ++b)
     tables_[b] = int32_t(b);
   blocksOf_[0] = first;
+  for (const WeightBuffer &w : p.weights)
+    weightBytes_[w.name] = weightRows(w) * w.cols * 2;
+}
+
+void PlanDevice::recordLaunch(const Launch &l, double micros) {
+  if (!timing_)
+    return;
+  LaunchStats &s =
+      timing_->kernels[l.kernel == kGemm ? "cublas"
+                                         : program_.kernels[l.kernel].name];
+  s.micros += micros;
+  ++s.calls;
+  for (const Argument &a : l.args)
+    if (a.region == Region::Weight)
+      s.weightBytes += weightBytes_[a.weight];
 }
 
 absl::Status PlanDevice::checkMemory(int64_t available,
@@ -156,6 +171,8 @@ absl::Status PlanDevice::runStep(const std::vector<Launch> &launches,
   }
   if (absl::Status s = sendInputs(rows); !s.ok())
     return s;
+  if (timing_)
+    ++timing_->steps;
   if (absl::Status s = run(launches); !s.ok())
     return s;
   lastLogitsAt_ = logitsAt;
@@ -225,6 +242,7 @@ PlanDevice::decodeBatch(std::span<const BatchRow> rows, bool logits) {
     sampling_[rows[i].seq] = rows[i].sampling;
   }
   count_ = int32_t(n);
+  timing_ = timeDecode_;
   StepResult out;
   if (absl::Status s =
           runStep(launches, planRows, n == 1 ? p.decodeLogits : p.prefillLogits,
@@ -253,6 +271,7 @@ PlanDevice::prefillSequence(int32_t seq, std::span<const int32_t> tokens,
     if (absl::Status s = clearHistory(seq); !s.ok())
       return s;
   sampling_[seq] = sampling;
+  timing_ = timePrefill_;
   StepResult out;
   // A prompt longer than the largest bucket runs in chunks of it: each
   // chunk's attention reads the earlier chunks' keys from the pool.

@@ -58,6 +58,19 @@ struct BatchRow {
   SamplingParams sampling;
 };
 
+/// Timed launches of one kernel (cuBLAS GEMMs: "cublas"), added up.
+struct LaunchStats {
+  double micros = 0;       // on the device
+  int64_t calls = 0;       // launches
+  int64_t weightBytes = 0; // the weight buffers they were passed
+};
+
+/// Timed steps of one kind (prefill chunks, or decode steps).
+struct StepTimes {
+  int64_t steps = 0;
+  std::map<std::string, LaunchStats> kernels; // by kernel name
+};
+
 /// What a step chose: a token per sequence, and the logits it chose from
 /// when asked for ([rows, V]; a prefill's every row).
 struct StepResult {
@@ -95,11 +108,17 @@ public:
   absl::StatusOr<StepResult> decodeBatch(std::span<const BatchRow> rows,
                                          bool logits);
 
-  // Measuring (kiln-run --time-candidates, runtime/TimeCandidates.h).
-  /// While set, every launch of every step runs on its own and its time on
-  /// the device (CUDA events; the emu device's clock) is added to `sink`
-  /// under its kernel's name (cuBLAS GEMMs: "cublas"), in microseconds.
-  void timeLaunches(std::map<std::string, double> *sink) { timing_ = sink; }
+  // Measuring (kiln-run --time-candidates, runtime/TimeCandidates.h; the
+  // --profile of a run).
+  /// While set, every launch of every step runs on its own (no graphs) and
+  /// its time on the device (CUDA events; the emu device's clock) is added
+  /// to its kernel's stats in `prefill` (prefill chunks) or `decode`
+  /// (decode steps); the two may be one. Null: not timed.
+  void timeLaunches(StepTimes *prefill, StepTimes *decode) {
+    timePrefill_ = prefill;
+    timeDecode_ = decode;
+    timing_ = nullptr; // each step picks its own
+  }
   /// Empties the device's caches (L2), so that the next step reads its
   /// inputs from memory as a real step after other work would.
   virtual absl::Status flushCaches() { return absl::OkStatus(); }
@@ -109,10 +128,9 @@ public:
 protected:
   explicit PlanDevice(Program program);
 
-  /// The name a launch's time goes under: its kernel's, or "cublas".
-  std::string timingName(const Launch &l) const {
-    return l.kernel == kGemm ? "cublas" : program_.kernels[l.kernel].name;
-  }
+  /// While the step being run is timed (timing_ is set): adds `micros` and
+  /// the weights it read to the stats of `l`'s kernel ("cublas" for GEMMs).
+  void recordLaunch(const Launch &l, double micros);
 
   /// Fails, naming each part's size, when the weights and every region the
   /// plans name need more than `available` bytes; `what` says whose bytes
@@ -138,10 +156,10 @@ protected:
   // The step's inputs, a row per token of the largest plan ([rows]).
   std::vector<int32_t> tokens_, positions_, rowSeqs_;
   int32_t count_ = 0;
-  std::vector<SamplingParams> sampling_;            // [sequences]
-  std::vector<int32_t> tables_;                     // [sequences, tableBlocks]
-  std::vector<int32_t> sampled_;                    // [rows]
-  std::map<std::string, double> *timing_ = nullptr; // timeLaunches
+  std::vector<SamplingParams> sampling_; // [sequences]
+  std::vector<int32_t> tables_;          // [sequences, tableBlocks]
+  std::vector<int32_t> sampled_;         // [rows]
+  StepTimes *timing_ = nullptr;          // the running step's, when timed
 
 private:
   absl::Status checkPositions(int32_t seq,
@@ -155,6 +173,8 @@ private:
   std::vector<int64_t> blocksOf_;           // [sequences]: table entries in use
   int64_t lastLogitsAt_ = 0, lastRows_ = 0; // the last step's logits
   bool tablesChanged_ = false;              // tables_ differ from the device's
+  StepTimes *timePrefill_ = nullptr, *timeDecode_ = nullptr; // timeLaunches
+  std::map<std::string, int64_t> weightBytes_; // each weight buffer's size
 };
 
 } // namespace kiln

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -213,6 +214,51 @@ std::string dumpPathFor(const std::string &path, size_t i, size_t n) {
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
     return absl::StrCat(path, ".", i);
   return absl::StrCat(path.substr(0, dot), ".", i, path.substr(dot));
+}
+
+std::string profileReport(const RunProfile &profile) {
+  std::string out;
+  for (const auto &[kind, times] :
+       {std::pair{"prefill", &profile.prefill}, {"decode", &profile.decode}}) {
+    if (times->steps == 0)
+      continue;
+    double total = 0;
+    for (const auto &[kernel, s] : times->kernels)
+      total += s.micros;
+    absl::StrAppendFormat(
+        &out,
+        "  profile   %s: %d %s, %.3f ms each on the device (every launch "
+        "timed alone, no graphs)\n",
+        kind, times->steps,
+        std::string(kind) == "prefill"
+            ? (times->steps == 1 ? "chunk" : "chunks")
+            : (times->steps == 1 ? "step" : "steps"),
+        total / 1e3 / times->steps);
+    absl::StrAppendFormat(&out, "    %-40s %7s %10s %6s %9s %10s %8s\n",
+                          "kernel", "calls", "ms", "share", "us/call",
+                          "weights MB", "GB/s");
+    std::vector<std::pair<std::string, LaunchStats>> rows(
+        times->kernels.begin(), times->kernels.end());
+    // The most time first; the name breaks ties, so the order is stable.
+    std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+      return a.second.micros != b.second.micros
+                 ? a.second.micros > b.second.micros
+                 : a.first < b.first;
+    });
+    for (const auto &[kernel, s] : rows) {
+      double perCall = s.micros / std::max<int64_t>(s.calls, 1);
+      double mb = double(s.weightBytes) / std::max<int64_t>(s.calls, 1) / 1e6;
+      std::string gbs =
+          s.weightBytes > 0 && s.micros > 0
+              ? absl::StrFormat("%.1f", double(s.weightBytes) / s.micros / 1e3)
+              : "-";
+      absl::StrAppendFormat(
+          &out, "    %-40s %7d %10.3f %5.1f%% %9.2f %10s %8s\n", kernel,
+          s.calls, s.micros / 1e3, total > 0 ? 100 * s.micros / total : 0.0,
+          perCall, s.weightBytes > 0 ? absl::StrFormat("%.2f", mb) : "-", gbs);
+    }
+  }
+  return out;
 }
 
 std::string batchReport(const std::string &model, const std::string &device,

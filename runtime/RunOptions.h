@@ -9,6 +9,7 @@
 #define KILN_RUNTIME_RUNOPTIONS_H
 
 #include "runtime/Generate.h"
+#include "runtime/PlanDevice.h"
 #include "runtime/Program.h"
 #include "runtime/Sampling.h"
 #include "runtime/Scheduler.h"
@@ -87,6 +88,17 @@ absl::Status finishRun(const RunResult &run, const std::string &model,
                        const std::string &device,
                        const SamplingParams &sampling,
                        const std::string &dumpPath, std::string &report);
+
+/// --profile: a run's prefill chunks and decode steps, every launch timed
+/// alone on the device (PlanDevice::timeLaunches).
+struct RunProfile {
+  StepTimes prefill, decode;
+};
+
+/// The profile's lines: per kind of step, each kernel by time (calls, time,
+/// share of the steps' device time, time per call, the weights a call
+/// reads and the bandwidth that makes).
+std::string profileReport(const RunProfile &profile);
 
 /// The lines a run prints: model, device, timings, sampling, tokens.
 std::string generationReport(const std::string &model,

@@ -173,18 +173,18 @@ absl::StatusOr<CaseResult> runCase(PlanDevice &dev, const CandidateFamily &f,
   for (int64_t r = 0; r < repeats; ++r) {
     if (absl::Status s = dev.flushCaches(); !s.ok())
       return s;
-    std::map<std::string, double> times;
-    dev.timeLaunches(&times);
+    StepTimes times;
+    dev.timeLaunches(&times, &times);
     absl::Status s = step();
-    dev.timeLaunches(nullptr);
+    dev.timeLaunches(nullptr, nullptr);
     if (!s.ok())
       return s;
     double mine = 0, all = 0;
-    for (const auto &[kernel, micros] : times) {
-      all += micros;
+    for (const auto &[kernel, stats] : times.kernels) {
+      all += stats.micros;
       if (std::find(f.kernels.begin(), f.kernels.end(), kernel) !=
           f.kernels.end())
-        mine += micros;
+        mine += stats.micros;
     }
     family.push_back(mine);
     whole.push_back(all);

@@ -224,7 +224,7 @@ std::vector<std::string> familyKernels(ModuleOp module,
                                        const TuneFamily &family) {
   std::vector<std::string> names;
   if (isGemmFamily(family)) {
-    // cuBLAS's (PlanDevice::timingName of every cuBLAS GEMM) or kiln's own.
+    // cuBLAS's (PlanDevice::recordLaunch of every cuBLAS GEMM) or kiln's own.
     names.push_back("cublas");
     for (Operation *op : familyOps(module, family)) {
       std::string name =

@@ -517,7 +517,7 @@ absl::Status CudaDevice::launchTimed(const std::vector<Launch> &launches) {
   for (size_t i = 0; i < launches.size(); ++i) {
     float ms = 0;
     KILN_CU(eventElapsedTime(&ms, events_[i], events_[i + 1]));
-    (*timing_)[timingName(launches[i])] += double(ms) * 1e3;
+    recordLaunch(launches[i], double(ms) * 1e3);
   }
   return absl::OkStatus();
 }

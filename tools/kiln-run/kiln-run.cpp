@@ -4,13 +4,15 @@
 //            --prompt-ids 1,2,3[;4,5,...] | --prompt-ids @FILE
 //            [--max-new-tokens N] [--device cuda|emu] [--dump-logits F]
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S]
-//            [--max-batch B] [--no-logits] [--repeat N]
+//            [--max-batch B] [--no-logits] [--repeat N] [--profile]
 //
 // Several prompts run as a batch, with continuous batching (at most B
 // sequences at once, the bundle's --max-batch by default). For benchmarks,
 // --repeat runs the requests N times on the same device and reports the
 // last run: the first ones warm it up (modules loaded, cuBLAS's choices
-// made, the decode graphs captured).
+// made, the decode graphs captured). --profile times every launch of the
+// (last) run alone and prints each kernel's share of the prefill and
+// decode steps.
 //
 //   kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N]
 //            [--measurements FILE]
@@ -54,7 +56,8 @@ const char *kUsage =
     "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
     "[--temperature T] [--top-k K] [--top-p P] [--seed S] "
     "[--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F] "
-    "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N]; or "
+    "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N] "
+    "[--profile]; or "
     "kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N] "
     "[--measurements FILE]";
 
@@ -152,6 +155,7 @@ int main(int argc, char **argv) {
                                               {"stop-ids", ""},
                                               {"max-batch", "0"},
                                               {"no-logits", "false"},
+                                              {"profile", "false"},
                                               {"repeat", "1"},
                                               {"time-candidates", ""},
                                               {"repeats", "10"},
@@ -173,7 +177,8 @@ int main(int argc, char **argv) {
       continue;
     }
     std::string name = arg.substr(2), value;
-    if (name == "random-weights" || name == "no-logits") { // switches
+    if (name == "random-weights" || name == "no-logits" ||
+        name == "profile") { // switches
       flags[name] = "true";
       continue;
     }
@@ -280,7 +285,10 @@ int main(int argc, char **argv) {
     requests.push_back(
         {std::move(prompt), *maxNew, *sampling, {*stopIds, nullptr}});
   absl::StatusOr<RunResult> run;
+  RunProfile profile;
   for (int64_t i = 0; i < repeat; ++i) {
+    if (i == repeat - 1 && flags["profile"] == "true")
+      (*dev)->timeLaunches(&profile.prefill, &profile.decode);
     run = runRequests(**dev, c.vocabSize, c.maxPositions, requests,
                       {maxBatch, keepLogits});
     if (!run.ok())
@@ -289,6 +297,7 @@ int main(int argc, char **argv) {
   std::string report;
   absl::Status finished = finishRun(*run, bundle->model, (*dev)->name(),
                                     *sampling, flags["dump-logits"], report);
+  report += profileReport(profile);
   std::fputs(report.c_str(), stdout);
   return finished.ok() ? 0 : fail(finished);
 }

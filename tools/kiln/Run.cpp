@@ -40,6 +40,12 @@ cl::opt<bool> noLogits(
     cl::desc("Copy no logits to the host (no --dump-logits, no check of the "
              "device's draws): for benchmarks"),
     cl::sub(runCommand()));
+cl::opt<bool> profileFlag(
+    "profile",
+    cl::desc("Time every launch alone on the device (no CUDA graphs) and "
+             "print each kernel's share of the prefill and decode steps, "
+             "with the bandwidth of its weight reads"),
+    cl::sub(runCommand()));
 // Numbers are read as text so that a bad value gets kiln's own one-line
 // error (cl::opt's parser writes its own format straight to stderr).
 cl::opt<std::string> maxNewTokensFlag("max-new-tokens",
@@ -378,6 +384,16 @@ int runRun() {
   // A bundle's slots are its own; --max-batch, when given, runs fewer.
   if (maxBatchFlag.getNumOccurrences() > 0)
     options.maxBatch = maxBatchFlag;
+  RunProfile profile;
+  if (profileFlag) {
+    auto *plans = dynamic_cast<PlanDevice *>(dev->get());
+    if (!plans)
+      return fail(absl::InvalidArgumentError(
+                      absl::StrCat("--profile: the ", (*dev)->name(),
+                                   " device runs no kernels; use emu or cuda")),
+                  2);
+    plans->timeLaunches(&profile.prefill, &profile.decode);
+  }
   auto run = runRequests(**dev, c.vocabSize, c.maxPositions,
                          std::move(requests), options);
   if (tokenizer) {
@@ -394,7 +410,7 @@ int runRun() {
   std::string report;
   absl::Status finished =
       finishRun(*run, name, (*dev)->name(), sampling, dumpLogits, report);
-  llvm::outs() << report;
+  llvm::outs() << report << profileReport(profile);
   return finished.ok() ? 0 : fail(finished);
 }
 
