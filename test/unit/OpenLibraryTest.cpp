@@ -2,6 +2,7 @@
 #include "TestFiles.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -35,10 +36,15 @@ TEST(OpenLibrary, FindsALibraryInTheToolkitFolderOfCudaHome) {
   // of a library every Linux has, under a name nothing else has.
   test::TempDir dir;
   std::filesystem::create_directories(dir.file("lib64"));
-  Dl_info info;
-  ASSERT_NE(dladdr(reinterpret_cast<void *>(&dlopen), &info), 0);
-  std::filesystem::copy_file(info.dli_fname,
+  // libm's path as the dynamic linker found it (not dladdr of a libc
+  // function: under ASan that names the test's own executable).
+  void *libm = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(libm, nullptr);
+  link_map *map = nullptr;
+  ASSERT_EQ(dlinfo(libm, RTLD_DI_LINKMAP, &map), 0);
+  std::filesystem::copy_file(map->l_name,
                              dir.file("lib64/libkiln-test-only.so.1"));
+  dlclose(libm);
   ScopedEnv home("CUDA_HOME", dir.file(""));
   auto found = openCudaLibrary("test", "the test library",
                                {"libkiln-test-only.so.1"}, true);
