@@ -228,17 +228,19 @@ PY
 done <<<"$cases"
 
 # Where the time goes: every launch of llama2-7b's prefill and decode
-# steps timed alone (kiln-run --profile; the second of two runs), at batch
-# 1 and at batch 32: each kernel's share and the bandwidth of its weight
-# reads, for the next round of kernel work.
-for spec in "decode-128 1 64" "batch-32 32 16"; do
-  read -r name b n <<<"$spec"
+# steps timed alone (kiln-run --profile; the second of two runs): a
+# 2048-token prompt at batch 1 (cuBLAS and the tiled attention in prefill,
+# the GEMVs and a long context's attention in decode), and 32 128-token
+# prompts (the batched decode plan): each kernel's share and the bandwidth
+# of its weight reads, for the next round of kernel work.
+for spec in "decode-2048 1 2048 64" "batch-32 32 128 16"; do
+  read -r name b p n <<<"$spec"
   if bounded "$(box 60 260)" "$run" "$kit/llama2-7b.kiln" --random-weights \
     --device cuda --no-logits --repeat 2 --max-batch "$b" \
     --prompt-ids "@$work/prompts-$name.txt" --max-new-tokens "$n" --profile \
     >"$work/profile-$name.txt" 2>&1; then
     say ""
-    say "Profile of llama2-7b, batch $b (128-token prompts, $n new tokens):"
+    say "Profile of llama2-7b, batch $b ($p-token prompts, $n new tokens):"
     say ""
     say '```'
     sed -n '/profile /,$p' "$work/profile-$name.txt" | tee -a "$report"
