@@ -134,25 +134,29 @@ for m in tiny-gqa tiny-mha; do
 done
 say ""
 
-# compute-sanitizer's memcheck on one fixture: an out-of-bounds access or a
-# misaligned load that the logits would not show. The tool refuses some
-# virtualized GPUs; that is reported, not counted as kiln's failure.
+# compute-sanitizer on one fixture: memcheck (an out-of-bounds access or a
+# misaligned load that the logits would not show) and racecheck (a shared
+# memory race that the emu device's fixed thread order hides). The tool
+# refuses some virtualized GPUs; that is reported, not counted as kiln's
+# failure.
 sanitizer=$(command -v compute-sanitizer ||
   echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 if [ -x "$sanitizer" ]; then
   fixture=test/fixtures/tiny-gqa
-  bounded "$(box 60 380)" "$sanitizer" --tool memcheck --error-exitcode 9 \
-    "$run" "$kit/tiny-gqa.kiln" --weights "$fixture/model-f16" --device cuda \
-    --prompt-ids 1,2,3,4,5 --max-new-tokens 8 >"$work/memcheck.txt" 2>&1
-  case $? in
-  0) say "compute-sanitizer memcheck (tiny-gqa, prefill + 8 decode steps): no errors." ;;
-  9)
-    status=1
-    say "FAIL: compute-sanitizer memcheck: $(grep -m1 -E "Invalid|Misaligned|error" "$work/memcheck.txt")"
-    ;;
-  124) say "compute-sanitizer memcheck: stopped by its time box." ;;
-  *) say "compute-sanitizer memcheck did not run here: $(grep -m1 -i "error" "$work/memcheck.txt")" ;;
-  esac
+  for tool in memcheck racecheck; do
+    bounded "$(box 45 380)" "$sanitizer" --tool "$tool" --error-exitcode 9 \
+      "$run" "$kit/tiny-gqa.kiln" --weights "$fixture/model-f16" --device cuda \
+      --prompt-ids 1,2,3,4,5 --max-new-tokens 8 >"$work/$tool.txt" 2>&1
+    case $? in
+    0) say "compute-sanitizer $tool (tiny-gqa, prefill + 8 decode steps): no errors." ;;
+    9)
+      status=1
+      say "FAIL: compute-sanitizer $tool: $(grep -m1 -E "Invalid|Misaligned|hazard|Race|error" "$work/$tool.txt")"
+      ;;
+    124) say "compute-sanitizer $tool: stopped by its time box." ;;
+    *) say "compute-sanitizer $tool did not run here: $(grep -m1 -i "error" "$work/$tool.txt")" ;;
+    esac
+  done
   say ""
 fi
 
