@@ -28,6 +28,14 @@ EmuDevice::create(Program program, const WeightProvider &weights) {
         !s.ok())
       return s;
   }
+  // KILN_EMU_ORDER is read by the kernels (runtime/emu/cuda_emu.h); a bad
+  // value is refused here, where there is a clean way to say so.
+  if (const char *order = std::getenv("KILN_EMU_ORDER"); order && *order) {
+    std::string o = order;
+    if (o != "forward" && o != "reverse" && o != "shuffle")
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KILN_EMU_ORDER: '", o, "' is not forward, reverse or shuffle"));
+  }
   auto kernels = compileEmuKernels(p.kernels);
   if (!kernels.ok())
     return kernels.status();

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -75,6 +76,49 @@ inline void yield(Wait why) {
   t.sink = std::move(t.sink).resume();
 }
 
+/// The order the scheduler runs a block's ready threads in, from
+/// KILN_EMU_ORDER: forward (by index, the default), reverse, or shuffle (a
+/// fixed pseudo-random order per block; EmuDevice refuses other values).
+/// A kernel without races computes the same in every order; one whose
+/// threads read shared memory another wrote without a barrier between gets
+/// other numbers when the order turns, which the tests then show (the GPU
+/// promises no order at all).
+enum class Order { Forward, Reverse, Shuffle };
+inline Order order() {
+  static const Order o = [] {
+    const char *e = std::getenv("KILN_EMU_ORDER");
+    std::string v = e ? e : "";
+    if (v == "reverse")
+      return Order::Reverse;
+    if (v == "shuffle")
+      return Order::Shuffle;
+    return Order::Forward;
+  }();
+  return o;
+}
+
+/// Thread indices of a block of `n` in the order the scheduler visits them.
+inline std::vector<int> visitOrder(int n, const uint3 &where) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i)
+    v[i] = i;
+  if (order() == Order::Reverse) {
+    std::reverse(v.begin(), v.end());
+  } else if (order() == Order::Shuffle) {
+    // Fisher-Yates with a splitmix-style hash: the same order every run.
+    uint64_t z = (uint64_t(where.x) * 73856093u) ^
+                 (uint64_t(where.y) * 19349663u) ^
+                 (uint64_t(where.z) * 83492791u) ^ 0x9e3779b97f4a7c15ull;
+    for (int i = n - 1; i > 0; --i) {
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      z ^= z >> 31;
+      std::swap(v[i], v[int(z % uint64_t(i + 1))]);
+    }
+  }
+  return v;
+}
+
 /// Runs one block of `body` to completion, scheduling its threads.
 template <typename Body> void runBlock(Block &b, Body &body) {
   const int n = int(b.dim.x * b.dim.y * b.dim.z);
@@ -95,10 +139,11 @@ template <typename Body> void runBlock(Block &b, Body &body) {
                                     });
   }
   const int warps = (n + 31) / 32;
+  const std::vector<int> visit = visitOrder(n, b.idx);
   for (;;) {
     bool ran = false, live = false;
-    for (Thread &t : b.threads)
-      if (!t.done && t.wait == Wait::None) {
+    for (int i : visit)
+      if (Thread &t = b.threads[i]; !t.done && t.wait == Wait::None) {
         b.current = &t;
         t.fiber = std::move(t.fiber).resume();
         ran = true;
