@@ -237,10 +237,13 @@ template <typename... A> void call(void (*f)(A...), void **args) {
 inline void __syncthreads() { kiln_emu::yield(kiln_emu::Wait::Block); }
 
 namespace kiln_emu {
-/// The bits of lane `from(lane)`'s value (its own when that lane is outside
-/// the warp or the block, as CUDA keeps it for __shfl_down_sync): every
-/// lane posts, the warp meets, every lane reads, the warp meets again (so
-/// no lane overwrites a value not yet read).
+/// The bits of lane `from(lane)`'s value: its own when that lane number is
+/// outside the warp (as CUDA keeps it for __shfl_down_sync past lane 31);
+/// a NaN's bits when the lane is inside the warp but not running (it has
+/// returned, or the block ends before it), whose value CUDA leaves
+/// undefined, so that a kernel that uses one shows it in its numbers.
+/// Every lane posts, the warp meets, every lane reads, the warp meets again
+/// (so no lane overwrites a value not yet read).
 template <typename T, typename From> T shuffle(T v, From from) {
   static_assert(sizeof(T) == sizeof(float));
   Thread &t = self();
@@ -250,8 +253,14 @@ template <typename T, typename From> T shuffle(T v, From from) {
   const int src = from(t.linear & 31);
   const int at = (t.linear & ~31) | (src & 31);
   T r = v;
-  if (src >= 0 && src < 32 && at < int(lanes.size()))
-    std::memcpy(&r, &lanes[at], sizeof r);
+  if (src >= 0 && src < 32) {
+    if (at < int(lanes.size()) && !block->threads[at].done) {
+      std::memcpy(&r, &lanes[at], sizeof r);
+    } else {
+      const uint32_t undefined = 0x7fc00000u; // a quiet NaN
+      std::memcpy(&r, &undefined, sizeof r);
+    }
+  }
   yield(Wait::Warp);
   return r;
 }
@@ -280,7 +289,8 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int mask) {
   return kiln_emu::shuffle(v, [&](int lane) { return lane ^ mask; });
 }
 template <typename T> T __shfl_sync(unsigned, T v, int src) {
-  return kiln_emu::shuffle(v, [&](int) { return src; });
+  // CUDA takes the source lane modulo the warp's width.
+  return kiln_emu::shuffle(v, [&](int) { return src & 31; });
 }
 template <typename T> T __shfl_down_sync(unsigned, T v, unsigned delta) {
   return kiln_emu::shuffle(v, [&](int lane) { return lane + int(delta); });
