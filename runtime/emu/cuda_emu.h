@@ -17,6 +17,9 @@
 #include <boost/context/fiber.hpp>
 #include <boost/context/pooled_fixedsize_stack.hpp>
 
+#include <dlfcn.h>
+#include <link.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -119,8 +122,68 @@ inline std::vector<int> visitOrder(int n, const uint3 &where) {
   return v;
 }
 
+// Shared memory: every __shared__ variable of a kernel is a thread_local
+// of its shared object, so the calling thread's instance of the object's
+// TLS segment holds them all (with `block`, and the anchor below). On a GPU
+// a block starts with whatever its SM's shared memory held; here each block
+// starts with every byte 0xFF (NaN as f32 and f16, -1 as an integer), so a
+// kernel that reads shared memory it did not write (masking a tile's
+// padding by multiplying with zero, say) shows it in its numbers instead of
+// reading the last block's finite values.
+static thread_local char tlsAnchor;
+static void tlsAnchorFunction() {}
+
+/// This object's TLS segment: its size, and where the anchor lies in it.
+struct TlsLayout {
+  size_t size = 0;
+  ptrdiff_t anchor = -1;
+};
+static const TlsLayout &tlsLayout() {
+  static const TlsLayout layout = [] {
+    tlsAnchor = 0; // the segment exists on this thread from here on
+    Dl_info self;
+    TlsLayout l;
+    if (!dladdr(reinterpret_cast<void *>(&tlsAnchorFunction), &self))
+      return l;
+    struct Search {
+      void *base;
+      TlsLayout *out;
+    } search{self.dli_fbase, &l};
+    dl_iterate_phdr(
+        [](dl_phdr_info *info, size_t, void *data) {
+          auto *s = static_cast<Search *>(data);
+          if (reinterpret_cast<void *>(info->dlpi_addr) != s->base ||
+              !info->dlpi_tls_data)
+            return 0;
+          for (int i = 0; i < info->dlpi_phnum; ++i)
+            if (info->dlpi_phdr[i].p_type == PT_TLS)
+              s->out->size = info->dlpi_phdr[i].p_memsz;
+          s->out->anchor =
+              &tlsAnchor - static_cast<char *>(info->dlpi_tls_data);
+          return 1;
+        },
+        &search);
+    return l;
+  }();
+  return layout;
+}
+
+/// Fills this thread's shared memory of this kernel with 0xFF, but for the
+/// emulator's own variables in the segment.
+static void poisonSharedMemory() {
+  const TlsLayout &l = tlsLayout();
+  if (l.anchor < 0)
+    return;
+  char *begin = &tlsAnchor - l.anchor, *end = begin + l.size;
+  char *keep = reinterpret_cast<char *>(&block);
+  for (char *p = begin; p < end; ++p)
+    if (p != &tlsAnchor && (p < keep || p >= keep + sizeof block))
+      *p = char(0xFF);
+}
+
 /// Runs one block of `body` to completion, scheduling its threads.
 template <typename Body> void runBlock(Block &b, Body &body) {
+  poisonSharedMemory();
   const int n = int(b.dim.x * b.dim.y * b.dim.z);
   b.threads = std::vector<Thread>(n);
   b.lanes.assign(n, 0.0f);

@@ -99,5 +99,36 @@ TEST(EmuSemantics, BarriersShufflesVotesAndAtomicsKeepTheirCudaMeaning) {
   EXPECT_FLOAT_EQ(sum, blocks * 48 * 0.5f);
 }
 
+// Each block reads its shared memory before writing it, then writes it:
+// every block must find the emu device's garbage (all bits set), not what
+// an earlier block on the same OS thread left.
+const char *kUnwritten = R"cuda(
+#include <cuda_fp16.h>
+extern "C" __global__ void unwritten(unsigned *out) {
+  __shared__ float tile[64];
+  __shared__ __half halves[64];
+  const int t = threadIdx.x;
+  out[(blockIdx.x * 64 + t) * 2] = __float_as_uint(tile[t]);
+  out[(blockIdx.x * 64 + t) * 2 + 1] = __half_as_ushort(halves[t]);
+  __syncthreads();
+  tile[t] = 1.0f;
+  halves[t] = __float2half(2.0f);
+}
+)cuda";
+
+TEST(EmuSemantics, SharedMemoryStartsAsGarbageInEveryBlock) {
+  auto fns =
+      compileEmuKernels({{"unwritten", "unwritten", kUnwritten, "test", 1}});
+  ASSERT_TRUE(fns.ok()) << fns.status();
+  constexpr int blocks = 16;
+  std::vector<unsigned> out(blocks * 64 * 2, 0); // [block, thread, f32|f16]
+  void *args[] = {out.data()};
+  (*fns)[0](blocks, 1, 1, 64, args);
+  for (int i = 0; i < blocks * 64; ++i) {
+    EXPECT_EQ(out[i * 2], 0xffffffffu) << "thread " << i;
+    EXPECT_EQ(out[i * 2 + 1], 0xffffu) << "thread " << i;
+  }
+}
+
 } // namespace
 } // namespace kiln
