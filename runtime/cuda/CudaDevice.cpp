@@ -67,14 +67,6 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
   KILN_CU(deviceGet(&dev->gpu_, 0));
   KILN_CU(primaryCtxRetain(&dev->ctx_, dev->gpu_));
   KILN_CU(ctxSetCurrent(dev->ctx_));
-  // The process keeps one more reference, so that a device after another
-  // (kiln-run --time-candidates opens one per bundle) finds the context
-  // alive instead of the driver tearing it down and making it again.
-  static bool held = [&] {
-    CUcontext ctx;
-    return cu_->primaryCtxRetain(&ctx, dev->gpu_) == CUDA_SUCCESS;
-  }();
-  (void)held;
   // A blocking stream: ordered with the synchronous copies of the inputs
   // and the logits on the default stream.
   KILN_CU(streamCreate(&dev->stream_, CU_STREAM_DEFAULT));
