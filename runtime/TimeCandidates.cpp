@@ -274,6 +274,8 @@ absl::Status writeMeasurementSet(const std::string &path,
         // JSON has no NaN: a NaN error is written as -1 (and rejected).
         j["max_error"] = std::isnan(m.maxError) ? -1.0 : m.maxError;
         j["rejected"] = m.rejected;
+        if (!m.error.empty())
+          j["error"] = m.error;
       }
       out.push_back(j);
     }
@@ -325,6 +327,10 @@ absl::StatusOr<MeasurementSet> readMeasurementSet(const std::string &path) {
           m.knobs = r.at("knobs").get<std::string>();
           m.maxError = r.at("max_error").get<double>();
           m.rejected = r.at("rejected").get<bool>();
+          m.error = r.value("error", "");
+          if (!m.error.empty() && !m.rejected)
+            throw std::invalid_argument(absl::StrCat(
+                "a candidate of ", m.family, " failed and is not rejected"));
         }
         out.push_back(m);
       }
@@ -417,7 +423,7 @@ absl::StatusOr<MeasurementSet> timeCandidates(const std::string &path,
     for (size_t i = 0; i < all[fi]->cases.size(); ++i) {
       const CaseResult &r = (*reference)[fi][i];
       out.defaults.push_back({all[fi]->family, "", all[fi]->cases[i], r.micros,
-                              r.stepMicros, 0, false});
+                              r.stepMicros, 0, false, ""});
     }
   if (options.partial)
     options.partial(out);
@@ -426,8 +432,18 @@ absl::StatusOr<MeasurementSet> timeCandidates(const std::string &path,
     for (const auto &candidate : f.candidates) {
       auto r =
           runBundle(candidate.bundle, {&f}, f.family + " " + candidate.knobs);
-      if (!r.ok())
-        return r.status();
+      if (!r.ok()) {
+        // A candidate that does not run (a damaged bundle, a launch the GPU
+        // refuses, a fault) is rejected with its reason; the others are
+        // still measured. Its device is gone, and with it the context a
+        // fault would have broken.
+        for (const CandidateCase &at : f.cases)
+          out.candidates.push_back({f.family, candidate.knobs, at, 0, 0, NAN,
+                                    true, std::string(r.status().message())});
+        if (options.partial)
+          options.partial(out);
+        continue;
+      }
       for (size_t i = 0; i < f.cases.size(); ++i) {
         const CaseResult &got = (*r)[0][i];
         const std::vector<float> &want = (*reference)[fi][i].logits;
@@ -435,7 +451,8 @@ absl::StatusOr<MeasurementSet> timeCandidates(const std::string &path,
         // NaN compares false: rejected.
         bool rejected = !(error <= kCandidateTolerance * scaleOf(want));
         out.candidates.push_back({f.family, candidate.knobs, f.cases[i],
-                                  got.micros, got.stepMicros, error, rejected});
+                                  got.micros, got.stepMicros, error, rejected,
+                                  ""});
       }
       if (options.partial)
         options.partial(out);

@@ -79,6 +79,7 @@ struct Measurement {
   double stepMicros = 0; // every launch of the step, median
   double maxError = 0;   // against the default's logits
   bool rejected = false;
+  std::string error; // why its bundle did not run (then rejected), if so
 };
 
 /// What kiln-run --time-candidates writes.

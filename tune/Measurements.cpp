@@ -75,7 +75,11 @@ importMeasurements(const MeasurementSet &set, TuningDb &db) {
     std::map<int64_t, std::map<int64_t, double>> defaults; // [batch][length]
     for (const Measurement &m : set.candidates)
       if (m.family == f.family) {
-        if (m.rejected)
+        if (m.rejected && !m.error.empty())
+          lines.push_back(absl::StrFormat(
+              "%-19s batch %-3d rejected %s at %d: it did not run: %s",
+              f.family, m.at.batch, m.knobs, m.at.length, m.error));
+        else if (m.rejected)
           lines.push_back(absl::StrFormat(
               "%-19s batch %-3d rejected %s at %d: its logits differ from "
               "the default's by %g",

@@ -112,8 +112,8 @@ TEST(CostModel, GemmRoofline) {
 
 Measurement measured(std::string knobs, int64_t length, double micros,
                      bool rejected = false) {
-  return {"decode.attention",   knobs,   {length, 1}, micros, micros * 10,
-          rejected ? 3.5 : 0.0, rejected};
+  return {"decode.attention",   knobs,    {length, 1}, micros, micros * 10,
+          rejected ? 3.5 : 0.0, rejected, ""};
 }
 
 // kiln tune --measurements: rejected candidates are left out of the entry,

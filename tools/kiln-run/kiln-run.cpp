@@ -126,14 +126,19 @@ int timeCandidatesMain(const std::string &dir, const std::string &device,
     return fail(measured.status());
   if (absl::Status s = writeMeasurementSet(output, *measured); !s.ok())
     return fail(s);
-  int64_t rejected = 0;
-  for (const Measurement &m : measured->candidates)
+  int64_t rejected = 0, failed = 0;
+  for (const Measurement &m : measured->candidates) {
     rejected += m.rejected;
+    failed += !m.error.empty();
+  }
+  std::string didNotRun =
+      failed ? absl::StrCat(" (", failed, " did not run)") : "";
   std::printf("kiln-run: timed %zu candidate cases and %zu default cases on "
-              "%s (%s, %lld repeats): %lld rejected; %s\n",
+              "%s (%s, %lld repeats): %lld rejected%s; %s\n",
               measured->candidates.size(), measured->defaults.size(),
               measured->device.c_str(), measured->source.c_str(),
-              (long long)repeats, (long long)rejected, output.c_str());
+              (long long)repeats, (long long)rejected, didNotRun.c_str(),
+              output.c_str());
   return 0;
 }
 } // namespace
