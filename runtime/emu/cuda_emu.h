@@ -15,10 +15,26 @@
 #include <cuda_fp16.h>
 
 #include <boost/context/fiber.hpp>
-#include <boost/context/pooled_fixedsize_stack.hpp>
+#include <boost/context/fixedsize_stack.hpp>
 
 #include <dlfcn.h>
 #include <link.h>
+
+// Built with AddressSanitizer (kiln's sanitized build compiles the kernels
+// with it too).
+#if defined(__SANITIZE_ADDRESS__)
+#define KILN_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_EMU_ASAN 1
+#endif
+#endif
+#ifndef KILN_EMU_ASAN
+#define KILN_EMU_ASAN 0
+#endif
+#if KILN_EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -71,6 +88,52 @@ struct Block {
 inline thread_local Block *block = nullptr;
 
 inline Thread &self() { return *block->current; }
+
+/// Fiber stacks, kept for the next block: a block of 256 threads would
+/// otherwise allocate and free 16 MiB of stacks, which the C library hands
+/// back to the kernel and faults in again, block after block. One list for
+/// the process (an inline variable: every kernel object shares it), at
+/// most kMaxKeptStacks long.
+constexpr size_t kStackBytes = 64 * 1024, kMaxKeptStacks = 2048;
+struct KeptStacks {
+  std::mutex mutex;
+  std::vector<boost::context::stack_context> free;
+  ~KeptStacks() { // so that a leak checker sees none
+    for (boost::context::stack_context &sc : free)
+      boost::context::fixedsize_stack(kStackBytes).deallocate(sc);
+  }
+};
+inline KeptStacks keptStacks;
+
+/// A Boost.Context stack allocator over keptStacks.
+struct ReusedStack {
+  boost::context::stack_context allocate() {
+    {
+      std::lock_guard<std::mutex> lock(keptStacks.mutex);
+      if (!keptStacks.free.empty()) {
+        boost::context::stack_context sc = keptStacks.free.back();
+        keptStacks.free.pop_back();
+#if KILN_EMU_ASAN
+        // A reused stack may still carry the last fiber's frame markings.
+        __asan_unpoison_memory_region(static_cast<char *>(sc.sp) - sc.size,
+                                      sc.size);
+#endif
+        return sc;
+      }
+    }
+    return boost::context::fixedsize_stack(kStackBytes).allocate();
+  }
+  void deallocate(boost::context::stack_context &sc) {
+    {
+      std::lock_guard<std::mutex> lock(keptStacks.mutex);
+      if (keptStacks.free.size() < kMaxKeptStacks) {
+        keptStacks.free.push_back(sc);
+        return;
+      }
+    }
+    boost::context::fixedsize_stack(kStackBytes).deallocate(sc);
+  }
+};
 
 /// Back to the scheduler until the barrier this thread waits at opens.
 inline void yield(Wait why) {
@@ -192,8 +255,7 @@ template <typename Body> void runBlock(Block &b, Body &body) {
     t.linear = i;
     t.idx = {unsigned(i % b.dim.x), unsigned(i / b.dim.x % b.dim.y),
              unsigned(i / (b.dim.x * b.dim.y))};
-    t.fiber = boost::context::fiber(std::allocator_arg,
-                                    boost::context::fixedsize_stack(64 * 1024),
+    t.fiber = boost::context::fiber(std::allocator_arg, ReusedStack(),
                                     [&t, &body](boost::context::fiber &&sink) {
                                       t.sink = std::move(sink);
                                       body();
