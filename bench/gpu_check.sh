@@ -202,6 +202,15 @@ batch-8     128  128 8
 batch-32    128  128 32
 ttft-512    512  1   1
 ttft-2048   2048 1   1"
+# run_7b SECONDS CASE BATCH NEW [FLAGS...]: kiln-run on llama2-7b with the
+# case's prompts, twice on one device (the second run is reported).
+run_7b() {
+  local seconds=$1 name=$2 b=$3 n=$4
+  shift 4
+  bounded "$seconds" "$run" "$kit/llama2-7b.kiln" --random-weights \
+    --device cuda --no-logits --repeat 2 --max-batch "$b" \
+    --prompt-ids "@$work/prompts-$name.txt" --max-new-tokens "$n" "$@"
+}
 kiln_rows="$work/kiln.tsv"
 : >"$kiln_rows"
 while read -r name p n b; do
@@ -211,10 +220,7 @@ for i in range($b):
     r = random.Random($p * 1000 + i)
     print(','.join(str(r.randrange(1, 32000)) for _ in range($p)))
 " >"$work/prompts-$name.txt"
-  if bounded "$(box 90 300)" "$run" "$kit/llama2-7b.kiln" --random-weights \
-    --device cuda --no-logits --repeat 2 --max-batch "$b" \
-    --prompt-ids "@$work/prompts-$name.txt" --max-new-tokens "$n" \
-    >"$work/7b-$name.txt" 2>&1; then
+  if run_7b "$(box 90 300)" "$name" "$b" "$n" >"$work/7b-$name.txt" 2>&1; then
     python3 - "$work/7b-$name.txt" "$name" "$p" "$n" "$b" >>"$kiln_rows" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
@@ -242,9 +248,7 @@ done <<<"$cases"
 # of its weight reads, for the next round of kernel work.
 for spec in "decode-2048 1 2048 64" "batch-32 32 128 16"; do
   read -r name b p n <<<"$spec"
-  if bounded "$(box 60 260)" "$run" "$kit/llama2-7b.kiln" --random-weights \
-    --device cuda --no-logits --repeat 2 --max-batch "$b" \
-    --prompt-ids "@$work/prompts-$name.txt" --max-new-tokens "$n" --profile \
+  if run_7b "$(box 60 260)" "$name" "$b" "$n" --profile \
     >"$work/profile-$name.txt" 2>&1; then
     say ""
     say "Profile of llama2-7b, batch $b ($p-token prompts, $n new tokens):"

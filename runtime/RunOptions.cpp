@@ -218,8 +218,13 @@ std::string dumpPathFor(const std::string &path, size_t i, size_t n) {
 
 std::string profileReport(const RunProfile &profile) {
   std::string out;
-  for (const auto &[kind, times] :
-       {std::pair{"prefill", &profile.prefill}, {"decode", &profile.decode}}) {
+  struct Kind {
+    const char *name, *step; // "decode", and what one of its steps is
+    const StepTimes *times;
+  };
+  for (const auto &[kind, step, times] :
+       {Kind{"prefill", "chunk", &profile.prefill},
+        Kind{"decode", "step", &profile.decode}}) {
     if (times->steps == 0)
       continue;
     double total = 0;
@@ -227,12 +232,9 @@ std::string profileReport(const RunProfile &profile) {
       total += s.micros;
     absl::StrAppendFormat(
         &out,
-        "  profile   %s: %d %s, %.3f ms each on the device (every launch "
+        "  profile   %s: %d %s%s, %.3f ms each on the device (every launch "
         "timed alone, no graphs)\n",
-        kind, times->steps,
-        std::string(kind) == "prefill"
-            ? (times->steps == 1 ? "chunk" : "chunks")
-            : (times->steps == 1 ? "step" : "steps"),
+        kind, times->steps, step, times->steps == 1 ? "" : "s",
         total / 1e3 / times->steps);
     absl::StrAppendFormat(&out, "    %-40s %7s %10s %6s %9s %10s %8s\n",
                           "kernel", "calls", "ms", "share", "us/call",

@@ -14,14 +14,14 @@ namespace kiln {
 absl::StatusOr<void *>
 openCudaLibrary(const char *prefix, const char *what,
                 std::initializer_list<const char *> sonames, bool inToolkit) {
-  std::vector<std::string> folders;
-  for (const char *variable : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char *root = std::getenv(variable); root && *root)
-      folders.push_back(std::string(root) + "/lib64");
-  folders.push_back("/usr/local/cuda/lib64");
-  folders.push_back(KILN_CUDA_LIBRARY_DIR);
-  if (!inToolkit)
-    folders.clear();
+  std::vector<std::string> folders; // the toolkit's lib64, where it may be
+  if (inToolkit) {
+    for (const char *variable : {"CUDA_HOME", "CUDA_PATH"})
+      if (const char *root = std::getenv(variable); root && *root)
+        folders.push_back(std::string(root) + "/lib64");
+    folders.push_back("/usr/local/cuda/lib64");
+    folders.push_back(KILN_CUDA_LIBRARY_DIR);
+  }
 
   std::string firstError;
   auto attempt = [&](const std::string &name) -> void * {
