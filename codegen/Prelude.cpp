@@ -51,33 +51,40 @@ __device__ __forceinline__ float kiln_block_sum(float v, float *scratch) {
   return total;
 }
 
-// VEC consecutive halves (VEC * 2 bytes, aligned) as floats.
+// VEC consecutive halves as floats, in the widest loads that VEC allows:
+// 16 bytes when 8 divides it, 8 when 4 does, 4 when 2 does, else one half at
+// a time (head dims of 96, 160 or 224 give a lane 3, 5 or 7). p is aligned
+// to that width (a lane's offset is a multiple of VEC).
 template <int VEC>
 __device__ __forceinline__ void kiln_load(const __half *p, float *f) {
-  if constexpr (VEC == 8) {
-    uint4 raw = *reinterpret_cast<const uint4 *>(p);
-    const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
+  constexpr int W = VEC % 8 == 0 ? 8 : VEC % 4 == 0 ? 4 : VEC % 2 == 0 ? 2 : 1;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 t = __half22float2(h[i]);
-      f[2 * i] = t.x;
-      f[2 * i + 1] = t.y;
-    }
-  } else if constexpr (VEC == 4) {
-    uint2 raw = *reinterpret_cast<const uint2 *>(p);
-    const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
+  for (int c = 0; c < VEC; c += W) {
+    if constexpr (W == 8) {
+      uint4 raw = *reinterpret_cast<const uint4 *>(p + c);
+      const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float2 t = __half22float2(h[i]);
-      f[2 * i] = t.x;
-      f[2 * i + 1] = t.y;
+      for (int i = 0; i < 4; ++i) {
+        float2 t = __half22float2(h[i]);
+        f[c + 2 * i] = t.x;
+        f[c + 2 * i + 1] = t.y;
+      }
+    } else if constexpr (W == 4) {
+      uint2 raw = *reinterpret_cast<const uint2 *>(p + c);
+      const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        float2 t = __half22float2(h[i]);
+        f[c + 2 * i] = t.x;
+        f[c + 2 * i + 1] = t.y;
+      }
+    } else if constexpr (W == 2) {
+      float2 t = __half22float2(*reinterpret_cast<const __half2 *>(p + c));
+      f[c] = t.x;
+      f[c + 1] = t.y;
+    } else {
+      f[c] = __half2float(p[c]);
     }
-  } else if constexpr (VEC == 2) {
-    float2 t = __half22float2(*reinterpret_cast<const __half2 *>(p));
-    f[0] = t.x;
-    f[1] = t.y;
-  } else {
-    f[0] = __half2float(*p);
   }
 }
 
