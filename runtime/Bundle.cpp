@@ -371,6 +371,7 @@ absl::Status writeBundle(const std::string &path, const Bundle &b) {
                           {{"format", kFormat},
                            {"version", std::to_string(kBundleVersion)},
                            {"program", program},
+                           {"nvrtc", b.nvrtc},
                            {"checksum", checksum(program, contents)}});
 }
 
@@ -393,6 +394,7 @@ absl::StatusOr<Bundle> readBundle(const std::string &path) {
                               "'; this kiln reads version ", kBundleVersion,
                               ": compile the model again"));
   Bundle b;
+  b.nvrtc = field("nvrtc");
   try {
     if (absl::Status s = readProgram(Json::parse(field("program")), b); !s.ok())
       return fault(std::string(s.message()));

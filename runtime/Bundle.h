@@ -28,6 +28,9 @@ struct Bundle {
   Program program;
   /// kernel name -> target ("sm_90") -> bytes.
   std::map<std::string, std::map<std::string, std::string>> cubin, ptx;
+  /// The NVRTC version that made them ("13.0"; "" when the bundle does not
+  /// say): a driver older than it may refuse them.
+  std::string nvrtc;
 };
 
 /// A region's name in the bundle and in kiln inspect ("arena", "pool", ...).

@@ -23,8 +23,11 @@ EmuDevice::create(Program program, const WeightProvider &weights) {
     if (!absl::SimpleAtoi(limit, &bytes) || bytes <= 0)
       return absl::InvalidArgumentError(
           absl::StrCat("KILN_EMU_MEMORY: '", limit, "' is not a byte count"));
+    // What the cuda device would allocate besides the plan, but an L2
+    // flush buffer (emu has no L2 to flush).
     if (absl::Status s = dev->checkMemory(
-            bytes, absl::StrCat("KILN_EMU_MEMORY allows ", bytes, " bytes"));
+            bytes, absl::StrCat("KILN_EMU_MEMORY allows ", bytes, " bytes"),
+            gpuMemoryBeside(p, weights.isRandom(), 0));
         !s.ok())
       return s;
   }

@@ -102,8 +102,30 @@ void PlanDevice::recordLaunch(const Launch &l, double micros) {
       s.weightBytes += weightBytes_[a.weight];
 }
 
-absl::Status PlanDevice::checkMemory(int64_t available,
-                                     const std::string &what) const {
+std::vector<MemoryPart> gpuMemoryBeside(const Program &program,
+                                        bool randomWeights, int64_t l2Bytes) {
+  std::vector<MemoryPart> parts;
+  bool gemms = false;
+  for (const auto *plans : {&program.prefill, &program.batches})
+    for (const StepPlan &plan : *plans)
+      for (const Launch &l : plan.launches)
+        gemms = gemms || l.kernel == kGemm;
+  if (gemms) {
+    parts.push_back({"cuBLAS workspace", kCublasWorkspaceBytes});
+    // An allowance (cuBLAS and cuBLASLt load their kernels lazily).
+    parts.push_back({"cuBLAS handles", 128 << 20});
+  }
+  if (randomWeights)
+    parts.push_back({"random-weights block", kRandomBlockHalves * 2});
+  if (l2Bytes > 0)
+    parts.push_back({"L2 flush buffer", 2 * l2Bytes});
+  parts.push_back({"margin", 256 << 20});
+  return parts;
+}
+
+absl::Status
+PlanDevice::checkMemory(int64_t available, const std::string &what,
+                        const std::vector<MemoryPart> &beside) const {
   const Program &p = program_;
   int64_t weights = 0;
   for (const WeightBuffer &w : p.weights)
@@ -113,18 +135,51 @@ absl::Status PlanDevice::checkMemory(int64_t available,
   int64_t small = int64_t(tables_.size()) * 4 + p.sequences * p.vocab * 4 +
                   int64_t(sampling_.size() * sizeof(SamplingParams)) +
                   rows * 16 + p.counters * 4;
-  int64_t total =
-      weights + p.arenaBytes + p.poolBytes + p.workspaceFloats * 4 + small;
+  std::vector<MemoryPart> parts = {{"weights", weights},
+                                   {"arena", p.arenaBytes},
+                                   {"KV pool", p.poolBytes},
+                                   {"workspace", p.workspaceFloats * 4},
+                                   {"tables and state", small}};
+  parts.insert(parts.end(), beside.begin(), beside.end());
+  int64_t total = 0;
+  for (const MemoryPart &part : parts)
+    total += part.bytes;
   if (total <= available)
     return absl::OkStatus();
   auto mib = [](int64_t bytes) {
     return absl::StrFormat("%.1f MiB", double(bytes) / (1 << 20));
   };
-  return absl::ResourceExhaustedError(
-      absl::StrCat(name(), " device: needs ", mib(total), " (weights ",
-                   mib(weights), ", arena ", mib(p.arenaBytes), ", KV pool ",
-                   mib(p.poolBytes), ", workspace ", mib(p.workspaceFloats * 4),
-                   ", tables and state ", mib(small), "); ", what));
+  std::string each;
+  for (const MemoryPart &part : parts)
+    absl::StrAppend(&each, each.empty() ? "" : ", ", part.name, " ",
+                    mib(part.bytes));
+  return absl::ResourceExhaustedError(absl::StrCat(
+      name(), " device: needs ", mib(total), " (", each, "); ", what));
+}
+
+std::string PlanDevice::planName(const std::vector<Launch> &launches) const {
+  const Program &p = program_;
+  if (&launches == &p.decode)
+    return "decode";
+  for (const StepPlan &plan : p.prefill)
+    if (&launches == &plan.launches)
+      return absl::StrCat("prefill bucket of ", plan.rows, " rows");
+  for (const StepPlan &plan : p.batches)
+    if (&launches == &plan.launches)
+      return absl::StrCat("batch of ", plan.rows, " sequences");
+  return "a plan not in the program";
+}
+
+std::string PlanDevice::describeLaunch(const Launch &l,
+                                       const std::vector<Launch> &plan) const {
+  if (l.kernel == kGemm)
+    return absl::StrCat("cuBLAS GEMM [", l.gemm.m, ", ", l.gemm.k, "] . [",
+                        l.gemm.n, ", ", l.gemm.k, "]^T (", l.name, ", algo ",
+                        l.gemm.algo, ", plan ", planName(plan), ")");
+  const KernelCode &k = program_.kernels.at(l.kernel);
+  return absl::StrCat("kernel ", k.entry, " (", l.name, ", grid ", l.grid[0],
+                      "x", l.grid[1], "x", l.grid[2], ", block ",
+                      l.blockThreads, ", plan ", planName(plan), ")");
 }
 
 absl::Status PlanDevice::setTable(int32_t seq,

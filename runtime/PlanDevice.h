@@ -78,6 +78,27 @@ struct StepResult {
   std::vector<float> logits;
 };
 
+/// Device memory a refusal names: "cuBLAS workspace", 32 MiB.
+struct MemoryPart {
+  std::string name;
+  int64_t bytes = 0;
+};
+
+/// The cuBLAS workspace the cuda device gives its handle (what cuBLAS asks
+/// for on Hopper), and the random block copied into random weights ([16 Mi]
+/// halves).
+constexpr int64_t kCublasWorkspaceBytes = 32 << 20;
+constexpr int64_t kRandomBlockHalves = 16 << 20;
+
+/// What the cuda device allocates besides the Program's regions and
+/// weights: cuBLAS's workspace and an allowance for its handles (when a
+/// plan has a GEMM), the random block (random weights), the L2 flush buffer
+/// of twice `l2Bytes` (0: none), and a margin for what the driver keeps
+/// (contexts, modules, local memory, graphs). The emu device plays a GPU
+/// with the same list (KILN_EMU_MEMORY).
+std::vector<MemoryPart> gpuMemoryBeside(const Program &program,
+                                        bool randomWeights, int64_t l2Bytes);
+
 class PlanDevice : public Device {
 public:
   // One sequence (Device): slot 0, its table the pool's first blocks.
@@ -125,6 +146,14 @@ public:
   /// Row `row` of the last step's logits ([V] f32), read from the device.
   absl::StatusOr<std::vector<float>> lastLogits(int64_t row);
 
+  /// "decode", "prefill bucket of 64 rows", "batch of 8 sequences": which
+  /// of the Program's plans `launches` is.
+  std::string planName(const std::vector<Launch> &launches) const;
+  /// A launch as an error names it: "kernel kiln_decode_attn (layers.0.attn,
+  /// grid 32x4x1, block 128, plan decode)", or cuBLAS's GEMM and its shape.
+  std::string describeLaunch(const Launch &l,
+                             const std::vector<Launch> &plan) const;
+
 protected:
   explicit PlanDevice(Program program);
 
@@ -132,10 +161,12 @@ protected:
   /// the weights it read to the stats of `l`'s kernel ("cublas" for GEMMs).
   void recordLaunch(const Launch &l, double micros);
 
-  /// Fails, naming each part's size, when the weights and every region the
-  /// plans name need more than `available` bytes; `what` says whose bytes
-  /// ("the GPU has 80.0 GiB free of 141.0 GiB").
-  absl::Status checkMemory(int64_t available, const std::string &what) const;
+  /// Fails, naming each part's size, when the weights, every region the
+  /// plans name and `beside` (what the device allocates besides the plan:
+  /// gpuMemoryBeside) need more than `available` bytes; `what` says whose
+  /// bytes ("the GPU has 80.0 GiB free of 141.0 GiB").
+  absl::Status checkMemory(int64_t available, const std::string &what,
+                           const std::vector<MemoryPart> &beside) const;
 
   /// Sends the staged step inputs (tokens_, positions_, rowSeqs_ for `rows`
   /// rows, count_, sampling_) to the device.

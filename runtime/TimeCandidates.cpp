@@ -1,14 +1,17 @@
 //===- TimeCandidates.cpp -------------------------------------------------===//
 #include "runtime/TimeCandidates.h"
 #include "runtime/AtomicFile.h"
+#include "runtime/Isolated.h"
 #include "runtime/JsonRead.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -200,6 +203,57 @@ absl::StatusOr<CaseResult> runCase(PlanDevice &dev, const CandidateFamily &f,
   return out;
 }
 
+/// Results of a bundle's cases, [family][case], as bytes (from a child
+/// process) and back: per family its case count, per case the two times
+/// and the logits.
+std::string encodeResults(const std::vector<std::vector<CaseResult>> &r) {
+  std::string out;
+  auto put = [&](const void *p, size_t n) {
+    out.append(static_cast<const char *>(p), n);
+  };
+  for (const auto &family : r) {
+    uint64_t cases = family.size();
+    put(&cases, 8);
+    for (const CaseResult &c : family) {
+      uint64_t floats = c.logits.size();
+      put(&c.micros, 8);
+      put(&c.stepMicros, 8);
+      put(&floats, 8);
+      put(c.logits.data(), floats * 4);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<CaseResult>>>
+decodeResults(const std::string &bytes, size_t families) {
+  std::vector<std::vector<CaseResult>> r(families);
+  size_t at = 0;
+  auto get = [&](void *p, size_t n) {
+    if (bytes.size() - at < n)
+      return false;
+    std::memcpy(p, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  for (auto &family : r) {
+    uint64_t cases = 0;
+    if (!get(&cases, 8) || cases > bytes.size())
+      return absl::InternalError("a child's results are cut short");
+    family.resize(cases);
+    for (CaseResult &c : family) {
+      uint64_t floats = 0;
+      if (!get(&c.micros, 8) || !get(&c.stepMicros, 8) || !get(&floats, 8) ||
+          floats > bytes.size())
+        return absl::InternalError("a child's results are cut short");
+      c.logits.resize(floats);
+      if (!get(c.logits.data(), floats * 4))
+        return absl::InternalError("a child's results are cut short");
+    }
+  }
+  return r;
+}
+
 /// The largest difference from `reference`; NaN when either has one.
 double maxError(const std::vector<float> &got,
                 const std::vector<float> &reference) {
@@ -381,11 +435,9 @@ absl::StatusOr<MeasurementSet> timeCandidates(const std::string &path,
 
   // Runs the cases of `families` on the bundle at `file`: [family][case].
   using Results = std::vector<std::vector<CaseResult>>;
-  auto runBundle = [&](const std::string &file,
-                       const std::vector<const CandidateFamily *> &families,
-                       const std::string &what) -> absl::StatusOr<Results> {
-    if (options.progress)
-      options.progress(done++, total, what);
+  auto runHere = [&](const std::string &file,
+                     const std::vector<const CandidateFamily *> &families)
+      -> absl::StatusOr<Results> {
     std::string where = (dir / file).string();
     auto bundle = readBundle(where);
     if (!bundle.ok())
@@ -409,6 +461,28 @@ absl::StatusOr<MeasurementSet> timeCandidates(const std::string &path,
       }
     }
     return results;
+  };
+  auto runBundle = [&](const std::string &file,
+                       const std::vector<const CandidateFamily *> &families,
+                       const std::string &what) -> absl::StatusOr<Results> {
+    if (options.progress)
+      options.progress(done++, total, what);
+    if (!options.isolate)
+      return runHere(file, families);
+    auto bytes = runIsolated([&]() -> absl::StatusOr<std::string> {
+      auto r = runHere(file, families);
+      if (!r.ok())
+        return r.status();
+      return encodeResults(*r);
+    });
+    std::string where = (dir / file).string();
+    if (!bytes.ok() && !absl::StartsWith(bytes.status().message(), where))
+      // How the child died, not an error it answered with.
+      return absl::Status(bytes.status().code(),
+                          absl::StrCat(where, ": ", bytes.status().message()));
+    if (!bytes.ok())
+      return bytes.status();
+    return decodeResults(*bytes, families.size());
   };
 
   // The default bundle runs every family's cases: the reference logits, and

@@ -16,7 +16,10 @@
 // emu); a candidate's time is the median over repeats of its family's
 // kernels' sum. Its logits (the last row of a prefill, every row of a
 // decode) are compared with the default bundle's on the same random
-// weights and tokens: past the tolerance, the candidate is rejected.
+// weights and tokens: past the tolerance, the candidate is rejected. A
+// candidate that does not run (a damaged bundle, a refused launch, a fault,
+// a process that dies) is rejected with the reason, and the others are
+// still measured: with `isolate`, each bundle runs in a process of its own.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_TIMECANDIDATES_H
@@ -108,6 +111,11 @@ struct TimingOptions {
   /// Called after each bundle with what is measured so far, so that a run
   /// stopped from outside (a time box) keeps it.
   std::function<void(const MeasurementSet &)> partial;
+  /// Each bundle (the default's too) runs in a child process
+  /// (runtime/Isolated.h): a fault, sticky on a GPU, then costs only the
+  /// candidate that made it. `open` must not have been called in this
+  /// process before.
+  bool isolate = false;
 };
 
 /// Runs every case of the manifest at `path` on devices from `open`.

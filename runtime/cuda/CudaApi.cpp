@@ -39,11 +39,12 @@ absl::StatusOr<const CudaDriver *> CudaDriver::get() {
 absl::Status CudaDriver::check(CUresult r, const char *call) const {
   if (r == CUDA_SUCCESS)
     return absl::OkStatus();
-  const char *message = nullptr;
+  const char *message = nullptr, *name = nullptr;
   getErrorString(r, &message);
-  return absl::InternalError(absl::StrCat("cuda device: ", call, ": ",
-                                          message ? message : "error ",
-                                          message ? "" : std::to_string(r)));
+  getErrorName(r, &name);
+  return absl::InternalError(
+      absl::StrCat("cuda device: ", call, ": ", message ? message : "error",
+                   " (", name ? name : std::to_string(r), ")"));
 }
 
 absl::StatusOr<const Cublas *> Cublas::get() {

@@ -34,6 +34,7 @@ namespace kiln {
     "cuDevicePrimaryCtxRelease_v2")                                            \
   X(ctxSetCurrent, cuCtxSetCurrent, "cuCtxSetCurrent")                         \
   X(ctxSynchronize, cuCtxSynchronize, "cuCtxSynchronize")                      \
+  X(streamSynchronize, cuStreamSynchronize, "cuStreamSynchronize")             \
   X(memGetInfo, cuMemGetInfo_v2, "cuMemGetInfo_v2")                            \
   X(memAlloc, cuMemAlloc_v2, "cuMemAlloc_v2")                                  \
   X(memFree, cuMemFree_v2, "cuMemFree_v2")                                     \
@@ -60,7 +61,8 @@ namespace kiln {
   /* the first version: every driver has it (_v2 came with 12.8) */            \
   X(eventElapsedTime, cuEventElapsedTime, "cuEventElapsedTime")                \
   X(eventDestroy, cuEventDestroy_v2, "cuEventDestroy_v2")                      \
-  X(getErrorString, cuGetErrorString, "cuGetErrorString")
+  X(getErrorString, cuGetErrorString, "cuGetErrorString")                      \
+  X(getErrorName, cuGetErrorName, "cuGetErrorName")
 
 /// The driver's functions, from libcuda.so.1.
 struct CudaDriver {

@@ -56,7 +56,8 @@ absl::StatusOr<CudaGpu> probeCudaGpu() {
 
 absl::StatusOr<std::unique_ptr<CudaDevice>>
 CudaDevice::create(Program program, const KernelBinaries &cubin,
-                   const KernelBinaries &ptx, const WeightProvider &weights) {
+                   const KernelBinaries &ptx, const std::string &nvrtc,
+                   const WeightProvider &weights) {
   auto gpu = probeCudaGpu();
   if (!gpu.ok())
     return gpu.status();
@@ -73,6 +74,16 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
   if (const char *g = std::getenv("KILN_CUDA_GRAPHS");
       g && std::string(g) == "0")
     dev->useGraphs_ = false;
+  // KILN_CUDA_SYNC=1: every launch is waited for, so that a fault is
+  // reported with the launch that made it (no graphs: a capture cannot
+  // wait).
+  if (const char *sync = std::getenv("KILN_CUDA_SYNC");
+      sync && std::string(sync) == "1") {
+    dev->sync_ = true;
+    dev->useGraphs_ = false;
+  }
+  dev->driverVersion_ = gpu->driver;
+  dev->bundleNvrtc_ = nvrtc.empty() ? "unknown" : nvrtc;
   if (absl::Status s = dev->loadKernels(cubin, ptx); !s.ok())
     return s;
   if (absl::Status s = dev->allocate(weights); !s.ok())
@@ -87,8 +98,7 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
     if (!blas.ok())
       return blas.status();
     dev->blas_ = *blas;
-    // 32 MiB: what cuBLAS asks for on Hopper.
-    constexpr size_t workspace = 32 << 20;
+    constexpr size_t workspace = kCublasWorkspaceBytes;
     CUdeviceptr scratch;
     KILN_CU(memAlloc(&scratch, workspace));
     dev->allocations_.push_back(scratch);
@@ -158,37 +168,72 @@ absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
                                      const KernelBinaries &ptx) {
   int mine = targetNumber(target_);
   for (const KernelCode &k : program_.kernels) {
-    // The GPU's own CUBIN, else the newest PTX no newer than the GPU.
-    std::string image;
+    // The GPU's own CUBIN, else the newest PTX no newer than the GPU, else
+    // the source compiled here by NVRTC: each tried in turn when the driver
+    // refuses the one before (a driver older than the build machine's NVRTC
+    // refuses its CUBIN and PTX).
+    std::vector<std::pair<std::string, std::string>> images; // (what, bytes)
     if (auto c = cubin.find(k.name); c != cubin.end())
       if (auto t = c->second.find(target_); t != c->second.end())
-        image = t->second;
-    if (auto p = ptx.find(k.name); image.empty() && p != ptx.end()) {
+        images.push_back({"CUBIN for " + target_, t->second});
+    if (auto p = ptx.find(k.name); p != ptx.end()) {
       int best = -1;
-      for (const auto &[target, text] : p->second) {
+      const std::string *text = nullptr;
+      for (const auto &[target, bytes] : p->second) {
         int t = targetNumber(target); // a bundle's names are not trusted
         if (t >= 0 && t <= mine && t > best) {
           best = t;
-          image = text; // PTX must end with a NUL for cuModuleLoadData
+          text = &bytes;
         }
       }
+      if (text)
+        images.push_back({absl::StrCat("PTX for sm_", best), *text});
     }
-    if (image.empty()) {
-      // Neither: NVRTC compiles the bundle's source for this GPU.
+    std::string refused; // what each refused image was refused for
+    CUmodule module = nullptr;
+    for (auto &[what, image] : images) {
+      image.push_back('\0'); // PTX must end with a NUL for cuModuleLoadData
+      if (absl::Status s = cu_->check(
+              cu_->moduleLoadData(&module, image.data()), "cuModuleLoadData");
+          s.ok())
+        break;
+      else
+        absl::StrAppend(&refused, refused.empty() ? "" : "; ", what, ": ",
+                        s.message());
+      module = nullptr;
+    }
+    if (!module) {
       auto compiled = nvrtcCompile(k, target_);
-      if (!compiled.ok())
+      std::string why;
+      if (compiled.ok()) {
+        compiled->cubin.push_back('\0');
+        absl::Status s =
+            cu_->check(cu_->moduleLoadData(&module, compiled->cubin.data()),
+                       "cuModuleLoadData");
+        if (!s.ok()) {
+          module = nullptr;
+          why = absl::StrCat("NVRTC's CUBIN from here: ", s.message());
+        }
+      } else {
+        why = absl::StrCat("NVRTC here: ", compiled.status().message());
+      }
+      if (!module)
         return absl::FailedPreconditionError(absl::StrCat(
-            "cuda device: kernel ", k.name, " has no CUBIN for ", target_,
-            " and no PTX for an older target, and its source did not "
-            "compile here (",
-            compiled.status().message(), ")"));
-      image = std::move(compiled->cubin);
+            "cuda device: kernel ", k.name, " does not load on ", target_,
+            " (the driver supports CUDA ", driverVersion_,
+            ", the bundle's NVRTC is ", bundleNvrtc_, "): ",
+            refused.empty() ? "the bundle has no CUBIN or PTX for it" : refused,
+            "; ", why));
+      if (!refused.empty())
+        std::fprintf(stderr,
+                     "kiln: cuda device: kernel %s compiled here by NVRTC "
+                     "(the driver, CUDA %s, refused the bundle's code from "
+                     "NVRTC %s: %s)\n",
+                     k.name.c_str(), driverVersion_.c_str(),
+                     bundleNvrtc_.c_str(), refused.c_str());
     }
-    image.push_back('\0');
-    CUmodule module;
-    CUfunction function;
-    KILN_CU(moduleLoadData(&module, image.data()));
     modules_.push_back(module);
+    CUfunction function;
     KILN_CU(moduleGetFunction(&function, module, k.entry.c_str()));
     functions_.push_back(function);
   }
@@ -213,9 +258,12 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
       {Region::Tokens, inputBytes()}};
   size_t free = 0, all = 0;
   KILN_CU(memGetInfo(&free, &all));
-  if (absl::Status s =
-          checkMemory(int64_t(free), absl::StrCat("the GPU has ", mib(free),
-                                                  " free of ", mib(all)));
+  int l2 = 0;
+  KILN_CU(deviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, gpu_));
+  if (absl::Status s = checkMemory(
+          int64_t(free),
+          absl::StrCat("the GPU has ", mib(free), " free of ", mib(all)),
+          gpuMemoryBeside(p, weights.isRandom(), std::max(l2, 1 << 20)));
       !s.ok())
     return s;
 
@@ -259,7 +307,8 @@ absl::Status CudaDevice::fillRandom(const WeightProvider &weights) {
   int64_t cols = 1;
   for (const WeightBuffer &w : program_.weights)
     cols = std::max(cols, w.cols);
-  std::vector<uint16_t> block = weights.randomValues(0, 0, 16 << 20, cols);
+  std::vector<uint16_t> block =
+      weights.randomValues(0, 0, kRandomBlockHalves, cols);
   CUdeviceptr source;
   KILN_CU(memAlloc(&source, block.size() * 2));
   absl::Status status = cu_->check(
@@ -336,6 +385,7 @@ bool CudaDevice::isDecodePlan(const std::vector<Launch> &launches) const {
 }
 
 absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
+  plan_ = &launches;
   if (timing_)
     return launchTimed(launches);
   // Decode steps repeat: each plan is captured once and replayed.
@@ -359,7 +409,11 @@ absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
   }
   if (!it->second)
     return launch(launches);
-  KILN_CU(graphLaunch(it->second, stream_));
+  if (absl::Status s =
+          cu_->check(cu_->graphLaunch(it->second, stream_), "cuGraphLaunch");
+      !s.ok())
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (the graph of ",
+                                               planName(launches), ")"));
   return absl::OkStatus();
 }
 
@@ -447,6 +501,18 @@ absl::Status CudaDevice::launch(const std::vector<Launch> &launches) {
 }
 
 absl::Status CudaDevice::launchOne(const Launch &l) {
+  absl::Status s = enqueue(l);
+  if (s.ok() && sync_)
+    s = cu_->check(cu_->streamSynchronize(stream_), "cuStreamSynchronize");
+  if (!s.ok())
+    // A fault shows at the next call that waits: with KILN_CUDA_SYNC=1
+    // that is this launch's own synchronize.
+    return absl::Status(s.code(), absl::StrCat(s.message(), ", at ",
+                                               describeLaunch(l, *plan_)));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::enqueue(const Launch &l) {
   std::vector<CUdeviceptr> args; // the kernel's parameters
   for (const Argument &a : l.args)
     args.push_back(address(a));
@@ -465,8 +531,8 @@ absl::Status CudaDevice::launchOne(const Launch &l) {
           reinterpret_cast<void *>(blasWorkspace_), blasWorkspaceBytes_,
           reinterpret_cast<cudaStream_t>(stream_));
       if (r != 0)
-        return absl::InternalError(absl::StrCat(
-            "cuda device: cublasLtMatmul for ", l.name, ": status ", r));
+        return absl::InternalError(
+            absl::StrCat("cuda device: cublasLtMatmul: status ", r));
       return absl::OkStatus();
     }
     int r = blas_->gemmEx(
@@ -476,8 +542,8 @@ absl::Status CudaDevice::launchOne(const Launch &l) {
         reinterpret_cast<void *>(args[2]), CUDA_R_32F, int(g.n),
         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (r != 0)
-      return absl::InternalError(absl::StrCat("cuda device: cublasGemmEx for ",
-                                              l.name, ": status ", r));
+      return absl::InternalError(
+          absl::StrCat("cuda device: cublasGemmEx: status ", r));
     return absl::OkStatus();
   }
   std::vector<void *> params;
@@ -528,16 +594,29 @@ absl::Status CudaDevice::flushCaches() {
   return absl::OkStatus();
 }
 
+absl::Status CudaDevice::stepFinished(CUresult r, const char *call) const {
+  absl::Status s = cu_->check(r, call);
+  if (s.ok() || sync_)
+    return s;
+  // Where a fault of the step's shows without KILN_CUDA_SYNC.
+  return absl::Status(s.code(),
+                      absl::StrCat(s.message(), ", after the step's launches (",
+                                   plan_ ? planName(*plan_) : "no plan yet",
+                                   "); KILN_CUDA_SYNC=1 names the launch"));
+}
+
 absl::Status CudaDevice::readLogits(int64_t offset, float *out, size_t floats) {
   // Synchronous on the default stream: the step has finished after it.
-  KILN_CU(memcpyDtoH(out, regions_[Region::Arena] + offset, floats * 4));
-  return absl::OkStatus();
+  return stepFinished(
+      cu_->memcpyDtoH(out, regions_[Region::Arena] + offset, floats * 4),
+      "cuMemcpyDtoH");
 }
 
 absl::Status CudaDevice::readSampled(int64_t rows) {
   // Synchronous on the default stream: the step has finished after it.
-  KILN_CU(memcpyDtoH(sampled_.data(), regions_[Region::Sampled], rows * 4));
-  return absl::OkStatus();
+  return stepFinished(
+      cu_->memcpyDtoH(sampled_.data(), regions_[Region::Sampled], rows * 4),
+      "cuMemcpyDtoH");
 }
 
 } // namespace kiln

@@ -24,8 +24,9 @@ struct CudaGpu {
 absl::StatusOr<CudaGpu> probeCudaGpu();
 
 /// Runs a Program on GPU 0 through the driver API: each kernel's CUBIN for
-/// the GPU's target (else the PTX of the newest older target, which the
-/// driver compiles; else its source, compiled by NVRTC here), the weights
+/// the GPU's target, else (missing, or refused by an older driver) the PTX
+/// of the newest older target, which the driver compiles, else its source,
+/// compiled by NVRTC here; the weights
 /// packed on the host and copied once, one allocation per region of the plan
 /// (after checking that they fit), and the plan's GEMMs through cuBLAS, all on
 /// one stream; each decode plan (one sequence, and each batch bucket) is
@@ -36,9 +37,12 @@ absl::StatusOr<CudaGpu> probeCudaGpu();
 /// benchmark).
 class CudaDevice : public PlanDevice {
 public:
+  /// `nvrtc`: the NVRTC version that made the CUBIN and PTX (named when the
+  /// driver refuses them).
   static absl::StatusOr<std::unique_ptr<CudaDevice>>
   create(Program program, const KernelBinaries &cubin,
-         const KernelBinaries &ptx, const WeightProvider &weights);
+         const KernelBinaries &ptx, const std::string &nvrtc,
+         const WeightProvider &weights);
   ~CudaDevice() override;
 
   std::string name() const override { return "cuda"; }
@@ -63,7 +67,11 @@ private:
                            const KernelBinaries &ptx);
   CUdeviceptr address(const Argument &a) const;
   absl::Status launch(const std::vector<Launch> &launches);
+  /// Enqueues `l` (and with KILN_CUDA_SYNC=1 waits for it); errors name it.
   absl::Status launchOne(const Launch &l);
+  absl::Status enqueue(const Launch &l);
+  /// `r` of a call that waits for the step; its error names the plan.
+  absl::Status stepFinished(CUresult r, const char *call) const;
   /// Each launch between two events; their times into timing_.
   absl::Status launchTimed(const std::vector<Launch> &launches);
   bool isDecodePlan(const std::vector<Launch> &launches) const;
@@ -100,7 +108,10 @@ private:
   std::map<const std::vector<Launch> *, CUgraphExec> graphs_;
   std::set<const std::vector<Launch> *> warmed_; // plans run once eagerly
   std::vector<CUgraph> graphSources_;
-  bool useGraphs_ = true;       // KILN_CUDA_GRAPHS=0: off
+  bool useGraphs_ = true; // KILN_CUDA_GRAPHS=0: off
+  bool sync_ = false;     // KILN_CUDA_SYNC=1: wait after each launch
+  const std::vector<Launch> *plan_ = nullptr; // the plan being run
+  std::string driverVersion_, bundleNvrtc_;   // "12.4", "13.0"
   std::vector<CUevent> events_; // launchTimed's, made on first use
   CUdeviceptr flushBuffer_ = 0; // flushCaches': [2 * L2 bytes]
   int64_t flushBytes_ = 0;

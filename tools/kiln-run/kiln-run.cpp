@@ -29,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Bundle.h"
 #include "runtime/EmuDevice.h"
+#include "runtime/Isolated.h"
 #include "runtime/Progress.h"
 #include "runtime/RunOptions.h"
 #include "runtime/TimeCandidates.h"
@@ -66,8 +67,8 @@ absl::StatusOr<std::unique_ptr<PlanDevice>>
 openDevice(const std::string &device, Bundle &b,
            const WeightProvider &weights) {
   if (device == "cuda") {
-    auto dev =
-        CudaDevice::create(std::move(b.program), b.cubin, b.ptx, weights);
+    auto dev = CudaDevice::create(std::move(b.program), b.cubin, b.ptx, b.nvrtc,
+                                  weights);
     if (!dev.ok())
       return dev.status();
     return std::unique_ptr<PlanDevice>(std::move(*dev));
@@ -93,12 +94,23 @@ int timeCandidatesMain(const std::string &dir, const std::string &device,
   TimingOptions options;
   options.repeats = repeats;
   options.device = device;
+  // Every bundle runs in a child process (a sticky fault costs one
+  // candidate), so this process never touches the GPU: the probe too runs
+  // in a child.
+  options.isolate = true;
   if (device == "cuda") {
-    auto gpu = probeCudaGpu();
+    auto gpu = runIsolated([]() -> absl::StatusOr<std::string> {
+      auto gpu = probeCudaGpu();
+      if (!gpu.ok())
+        return gpu.status();
+      return gpu->name + "\n" + gpu->driver;
+    });
     if (!gpu.ok())
       return fail(gpu.status());
-    options.device = gpu->name;
-    options.driver = gpu->driver;
+    size_t newline = gpu->find('\n');
+    options.device = gpu->substr(0, newline);
+    options.driver =
+        newline == std::string::npos ? "" : gpu->substr(newline + 1);
     options.source = "cuda-events";
   } else {
     options.driver = "none";

@@ -138,7 +138,9 @@ absl::Status writeBundleFor(const CompiledModel &m, const CodegenOptions &knobs,
                          path, program->kernels.size(), archs.size(),
                          compiled->size() - hits, hits)
                .str();
-  Bundle bundle{m.source.name, m.source.config, std::move(*program), {}, {}};
+  Bundle bundle{
+      m.source.name,       m.source.config, std::move(*program), {}, {},
+      nvrtcVersionString()};
   for (CompiledKernel &k : *compiled) {
     bundle.cubin[k.kernel][k.target] = std::move(k.cubin);
     bundle.ptx[k.kernel][k.target] = std::move(k.ptx);

@@ -1,5 +1,6 @@
 //===- Run.cpp - kiln run -------------------------------------------------===//
 #include "codegen/KernelCache.h"
+#include "codegen/Nvrtc.h"
 #include "codegen/Program.h"
 #include "reference/RefDevice.h"
 #include "runtime/Bundle.h"
@@ -140,7 +141,8 @@ absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
     cubin[k.kernel][k.target] = std::move(k.cubin);
     ptx[k.kernel][k.target] = std::move(k.ptx);
   }
-  return CudaDevice::create(std::move(program), cubin, ptx, w);
+  return CudaDevice::create(std::move(program), cubin, ptx,
+                            nvrtcVersionString(), w);
 }
 
 } // namespace
@@ -294,7 +296,7 @@ int runRun() {
     pick();
     if (where == "cuda")
       dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
-                               bundle->ptx, provider());
+                               bundle->ptx, bundle->nvrtc, provider());
     else
       dev = EmuDevice::create(std::move(bundle->program), provider());
   } else {
