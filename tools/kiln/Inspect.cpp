@@ -48,7 +48,8 @@ int runInspect() {
   const LlamaConfig &c = bundle->config;
   auto &os = llvm::outs();
   os << "kiln bundle " << bundlePath << ": format version " << kBundleVersion
-     << ", compiled from " << bundle->model << "\n";
+     << ", compiled from " << bundle->model
+     << (bundle->nvrtc.empty() ? "" : " by NVRTC " + bundle->nvrtc) << "\n";
   os << llvm::formatv("  model     llama, {0} layers, hidden {1}, {2} heads "
                       "({3} kv), ffn {4}, vocab {5}, context {6}\n",
                       c.numLayers, c.hiddenSize, c.numHeads, c.numKVHeads,
