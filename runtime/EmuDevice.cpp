@@ -6,11 +6,48 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 namespace kiln {
+namespace {
+// The launch running now, as a fault names it ("kiln: emu device: signal
+// 11 (Segmentation fault) in kernel kiln_... (..., plan decode)\n").
+std::atomic<const char *> runningLaunch{nullptr};
+
+void nameTheFault(int signal) {
+  // Only what is safe in a signal handler: write(2), then the default
+  // action again (the faulting access repeats and ends the process).
+  if (const char *what = runningLaunch.load()) {
+    const char *name = signal == SIGSEGV  ? "11 (Segmentation fault)"
+                       : signal == SIGBUS ? "7 (Bus error)"
+                                          : "8 (Floating point exception)";
+    for (const char *part : {"kiln: emu device: signal ", name, " in ", what})
+      (void)!::write(2, part, std::strlen(part));
+  }
+  std::signal(signal, SIG_DFL);
+}
+
+/// A fault in a kernel names the launch, as KILN_CUDA_SYNC=1 does on the
+/// cuda device; unless another handler is there first (a sanitizer's,
+/// whose report names the kernel's function itself).
+void nameFaults() {
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE}) {
+    struct sigaction old = {};
+    if (::sigaction(signal, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
+        (old.sa_flags & SA_SIGINFO))
+      continue;
+    struct sigaction mine = {};
+    mine.sa_handler = nameTheFault;
+    sigemptyset(&mine.sa_mask);
+    ::sigaction(signal, &mine, nullptr);
+  }
+}
+} // namespace
 
 absl::StatusOr<std::unique_ptr<EmuDevice>>
 EmuDevice::create(Program program, const WeightProvider &weights) {
@@ -96,7 +133,11 @@ void *EmuDevice::address(const Argument &a) {
 }
 
 absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
+  static const bool named = (nameFaults(), true);
+  (void)named;
   for (const Launch &l : launches) {
+    launchName_ = describeLaunch(l, launches) + "\n";
+    runningLaunch.store(launchName_.c_str());
     auto began = std::chrono::steady_clock::now();
     std::vector<void *> args;
     for (const Argument &a : l.args)
@@ -111,6 +152,7 @@ absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
                          args.data());
     recordLaunch(l, secondsSince(began) * 1e6);
   }
+  runningLaunch.store(nullptr);
   return absl::OkStatus();
 }
 

@@ -42,6 +42,7 @@ private:
                    float *c);
 
   std::vector<EmuLaunchFn> kernels_;
+  std::string launchName_; // the running launch, for a fault's message
   std::map<std::string, std::vector<uint16_t>> weights_; // f16 bits
   std::vector<uint8_t> arena_, pool_;
   std::vector<float> workspace_;
