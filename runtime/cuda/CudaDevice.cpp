@@ -164,31 +164,39 @@ int targetNumber(const std::string &target) {
 }
 } // namespace
 
+std::vector<KernelImage> kernelImages(const std::string &kernel,
+                                      const KernelBinaries &cubin,
+                                      const KernelBinaries &ptx,
+                                      const std::string &target) {
+  std::vector<KernelImage> images;
+  if (auto c = cubin.find(kernel); c != cubin.end())
+    if (auto t = c->second.find(target); t != c->second.end())
+      images.push_back({"CUBIN for " + target, t->second});
+  if (auto p = ptx.find(kernel); p != ptx.end()) {
+    int mine = targetNumber(target), best = -1;
+    const std::string *text = nullptr;
+    for (const auto &[name, bytes] : p->second) {
+      int t = targetNumber(name); // a bundle's names are not trusted
+      if (t >= 0 && t <= mine && t > best) {
+        best = t;
+        text = &bytes;
+      }
+    }
+    if (text)
+      images.push_back({absl::StrCat("PTX for sm_", best), *text});
+  }
+  return images;
+}
+
 absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
                                      const KernelBinaries &ptx) {
-  int mine = targetNumber(target_);
+  int fellBack = 0;     // kernels loaded from other than their first image
+  std::string firstWhy; // why the first of them was
   for (const KernelCode &k : program_.kernels) {
-    // The GPU's own CUBIN, else the newest PTX no newer than the GPU, else
-    // the source compiled here by NVRTC: each tried in turn when the driver
-    // refuses the one before (a driver older than the build machine's NVRTC
-    // refuses its CUBIN and PTX).
-    std::vector<std::pair<std::string, std::string>> images; // (what, bytes)
-    if (auto c = cubin.find(k.name); c != cubin.end())
-      if (auto t = c->second.find(target_); t != c->second.end())
-        images.push_back({"CUBIN for " + target_, t->second});
-    if (auto p = ptx.find(k.name); p != ptx.end()) {
-      int best = -1;
-      const std::string *text = nullptr;
-      for (const auto &[target, bytes] : p->second) {
-        int t = targetNumber(target); // a bundle's names are not trusted
-        if (t >= 0 && t <= mine && t > best) {
-          best = t;
-          text = &bytes;
-        }
-      }
-      if (text)
-        images.push_back({absl::StrCat("PTX for sm_", best), *text});
-    }
+    // Each tried in turn when the driver refuses the one before (a driver
+    // older than the build machine's NVRTC refuses its CUBIN and PTX); then
+    // the source, compiled here by NVRTC.
+    std::vector<KernelImage> images = kernelImages(k.name, cubin, ptx, target_);
     std::string refused; // what each refused image was refused for
     CUmodule module = nullptr;
     for (auto &[what, image] : images) {
@@ -224,19 +232,21 @@ absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
             ", the bundle's NVRTC is ", bundleNvrtc_, "): ",
             refused.empty() ? "the bundle has no CUBIN or PTX for it" : refused,
             "; ", why));
-      if (!refused.empty())
-        std::fprintf(stderr,
-                     "kiln: cuda device: kernel %s compiled here by NVRTC "
-                     "(the driver, CUDA %s, refused the bundle's code from "
-                     "NVRTC %s: %s)\n",
-                     k.name.c_str(), driverVersion_.c_str(),
-                     bundleNvrtc_.c_str(), refused.c_str());
     }
+    if (!refused.empty() && fellBack++ == 0)
+      firstWhy = absl::StrCat(k.name, ": ", refused);
     modules_.push_back(module);
     CUfunction function;
     KILN_CU(moduleGetFunction(&function, module, k.entry.c_str()));
     functions_.push_back(function);
   }
+  if (fellBack > 0)
+    std::fprintf(stderr,
+                 "kiln: cuda device: the driver (CUDA %s) refused the code of "
+                 "%d kernels from the bundle's NVRTC %s, which loaded from "
+                 "their next choice (PTX, else NVRTC here); the first: %s\n",
+                 driverVersion_.c_str(), fellBack, bundleNvrtc_.c_str(),
+                 firstWhy.c_str());
   return absl::OkStatus();
 }
 

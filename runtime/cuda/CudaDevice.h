@@ -16,6 +16,21 @@ namespace kiln {
 using KernelBinaries =
     std::map<std::string, std::map<std::string, std::string>>;
 
+/// A kernel's code as the driver is offered it: "CUBIN for sm_90" or "PTX
+/// for sm_80", and its bytes.
+struct KernelImage {
+  std::string what, bytes;
+};
+
+/// What the cuda device offers the driver for `kernel` on `target`, in
+/// order: the CUBIN for the target, then the PTX of the newest target no
+/// newer than it (the driver compiles it). After both, NVRTC compiles the
+/// source on the GPU machine.
+std::vector<KernelImage> kernelImages(const std::string &kernel,
+                                      const KernelBinaries &cubin,
+                                      const KernelBinaries &ptx,
+                                      const std::string &target);
+
 /// The GPU the cuda device would use (device 0): its name and target.
 struct CudaGpu {
   std::string name, target; // "NVIDIA H200", "sm_90"
