@@ -51,6 +51,12 @@ __device__ __forceinline__ float kiln_block_sum(float v, float *scratch) {
   return total;
 }
 
+// The unsigned type of W halves: one load of 16, 8 or 4 bytes.
+template <int W> struct kiln_halves;
+template <> struct kiln_halves<8> { using type = uint4; };
+template <> struct kiln_halves<4> { using type = uint2; };
+template <> struct kiln_halves<2> { using type = unsigned; };
+
 // VEC consecutive halves as floats, in the widest loads that VEC allows:
 // 16 bytes when 8 divides it, 8 when 4 does, 4 when 2 does, else one half at
 // a time (head dims of 96, 160 or 224 give a lane 3, 5 or 7). p is aligned
@@ -60,30 +66,18 @@ __device__ __forceinline__ void kiln_load(const __half *p, float *f) {
   constexpr int W = VEC % 8 == 0 ? 8 : VEC % 4 == 0 ? 4 : VEC % 2 == 0 ? 2 : 1;
 #pragma unroll
   for (int c = 0; c < VEC; c += W) {
-    if constexpr (W == 8) {
-      uint4 raw = *reinterpret_cast<const uint4 *>(p + c);
-      const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float2 t = __half22float2(h[i]);
-        f[c + 2 * i] = t.x;
-        f[c + 2 * i + 1] = t.y;
-      }
-    } else if constexpr (W == 4) {
-      uint2 raw = *reinterpret_cast<const uint2 *>(p + c);
-      const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        float2 t = __half22float2(h[i]);
-        f[c + 2 * i] = t.x;
-        f[c + 2 * i + 1] = t.y;
-      }
-    } else if constexpr (W == 2) {
-      float2 t = __half22float2(*reinterpret_cast<const __half2 *>(p + c));
-      f[c] = t.x;
-      f[c + 1] = t.y;
-    } else {
+    if constexpr (W == 1) {
       f[c] = __half2float(p[c]);
+    } else {
+      using Raw = typename kiln_halves<W>::type;
+      const Raw raw = *reinterpret_cast<const Raw *>(p + c);
+      const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+      for (int i = 0; i < W / 2; ++i) {
+        const float2 t = __half22float2(h[i]);
+        f[c + 2 * i] = t.x;
+        f[c + 2 * i + 1] = t.y;
+      }
     }
   }
 }
