@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""gpu_table.py KILN_TSV PEERS_JSONL BANDWIDTH_TXT: the one table of
+"""gpu_table.py KILN_TSV PEERS_JSONL BANDWIDTH_TXT [TITLE]: the one table of
 bench/gpu_check.sh. KILN_TSV has a row per case (name, prompt tokens, new
 tokens, batch, time to first token in ms, decode tokens/s), PEERS_JSONL
 what bench/torch_peer.py --json wrote, BANDWIDTH_TXT the "Copy bandwidth:
 X TB/s" line. Prints a Markdown table: kiln, its model-bandwidth
 utilization (the weight and KV bytes a decode step reads, over the step
 time, over the copy bandwidth), each peer and kiln's ratio to it (above 1:
-kiln is faster), and issue 5's targets, met or missed."""
+kiln is faster), and issue 5's targets, met or missed, under TITLE (by
+default, llama2-7b's on cuda)."""
 import json, re, sys
 rows = [l.split("\t") for l in open(sys.argv[1]).read().splitlines()]
 peers = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
@@ -20,7 +21,8 @@ def peer(name, p, n, b, key):
             return r[key]
 def ratio(x):
     return f"{x:.2f}x" if x else "-"
-print("llama2-7b, random fp16 weights (kiln-run --device cuda; PyTorch "
+print(sys.argv[4] if len(sys.argv) > 4 else
+      "llama2-7b, random fp16 weights (kiln-run --device cuda; PyTorch "
       "peers: transformers on the same GPU in the same run):")
 print()
 print("| case | kiln | MBU | eager | kiln / eager | torch.compile | "

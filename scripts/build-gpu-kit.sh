@@ -2,12 +2,49 @@
 # Builds what bench/gpu_check.sh needs on a GPU machine that has CUDA, a
 # compiler and Python but none of kiln's packages: gpu-kit/ with kiln-run
 # (the runtime alone; static Abseil and libstdc++), the bundles of both
-# fixtures and of llama2-7b for sm_80 and sm_90 (CUBIN, and PTX for newer
-# GPUs), llama2-7b's tuning candidates (cand.tar.xz), and Abseil's headers
-# and archives in case kiln-run must be rebuilt there.
+# fixtures (for batches of up to 4) and of llama2-7b for sm_80 and sm_90
+# (CUBIN, and PTX for newer GPUs), llama2-7b's tuning candidates
+# (cand.tar.xz), and Abseil's headers and archives in case kiln-run must be
+# rebuilt there.
 # Usage: scripts/build-gpu-kit.sh   (then carry gpu-kit/ to the machine)
+#
+#   scripts/build-gpu-kit.sh --emu [DIR]   (default gpu-kit-emu/)
+# builds the kit of the check's dry run on the emu device
+# (GPU_CHECK_DEVICE=emu bench/gpu_check.sh; docs/gpu-check.md) in seconds,
+# from the tools already built (build/bin, or $KILN and $KILN_RUN): that
+# kiln-run, the fixtures' bundles, tiny-gqa standing in for llama2-7b
+# (stand-in.kiln) and a few of its tuning candidates. It builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = --emu ]; then
+  kit=${2:-gpu-kit-emu}
+  kiln=${KILN:-build/bin/kiln}
+  rm -rf "$kit" && mkdir -p "$kit"
+  cp "${KILN_RUN:-build/bin/kiln-run}" "$kit/kiln-run"
+  # The emu device compiles each kernel with the host compiler once (its
+  # cache): the stand-in is the tiny-gqa fixture's model at the same batch,
+  # so that they share every kernel.
+  for m in tiny-gqa tiny-mha; do
+    "$kiln" compile "test/fixtures/$m/model-f16" -o "$kit/$m.kiln" \
+      --max-batch 4 >/dev/null
+  done
+  "$kiln" compile tiny-gqa -o "$kit/stand-in.kiln" --max-batch 4 >/dev/null
+  # One candidate per folder, the families' kinds the real kit times
+  # (attention; kiln's own GEMM in decode steps), each a new kernel or two.
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  "$kiln" tune tiny-gqa --emit-candidates "$scratch/cand" \
+    --families decode.attention --knobs "attention-warps=2,kv-splits=2" \
+    --seq-lens 16 --batch 1 >/dev/null
+  "$kiln" tune tiny-gqa --emit-candidates "$scratch/cand-short" \
+    --families decode.gemm --knobs "gemm-algo=-2,gemm-tile=4" \
+    --seq-lens 4 --batch 2 >/dev/null
+  tar -C "$scratch" -cJf "$kit/cand.tar.xz" cand cand-short
+  echo "$kit/: $(ls "$kit" | tr '\n' ' ')($(du -sh "$kit" | cut -f1))"
+  exit 0
+fi
+
 scripts/build.sh >/dev/null
 if [ ! -f build-kit/build.ninja ]; then
   cmake -S . -B build-kit -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -18,9 +55,14 @@ fi
 cmake --build build-kit --target kiln-run >/dev/null
 rm -rf gpu-kit && mkdir gpu-kit
 cp build-kit/bin/kiln-run gpu-kit/
-for m in tiny-gqa tiny-mha; do
-  build/bin/kiln compile "test/fixtures/$m/model-f16" -o "gpu-kit/$m.kiln" \
-    --target sm_80,sm_90 >/dev/null
+# The fixtures for batches of up to 4: the check runs their prompts as a
+# batch and joining a running one. The head-dim fixtures (96: a decode lane
+# holds 3 dims; 128: Llama 2's) have one F16 folder, model/.
+for m in tiny-gqa tiny-mha tiny-dh96 tiny-dh128; do
+  f16="test/fixtures/$m/model-f16"
+  [ -d "$f16" ] || f16="test/fixtures/$m/model"
+  build/bin/kiln compile "$f16" -o "gpu-kit/$m.kiln" \
+    --target sm_80,sm_90 --max-batch 4 >/dev/null
 done
 # llama2-7b's shapes, for the benchmark with --random-weights: batches of up
 # to 32 sequences of up to 2304 tokens (a 37.7 GB KV pool).
