@@ -545,14 +545,19 @@ elif ! PYTHONUNBUFFERED=1 bounded "$(box 240 15)" python3 bench/torch_peer.py \
 fi
 
 # One table: kiln, its model-bandwidth utilization (the weight and KV bytes
-# a decode step reads, over the step time, over the copy bandwidth), each
-# peer and kiln's ratio to it (above 1: kiln is faster), and the targets.
+# a decode step reads, over the step time, as a share of the GPU's spec
+# bandwidth and of the copy bandwidth), each peer and kiln's ratio to it
+# (above 1: kiln is faster), and the targets. An MBU above the spec is a
+# timing or byte-count error: gpu_table.py prints it as a FAIL and exits 1.
+gpu_name=""
 if [ "$device" = emu ]; then
   title="$name, random weights (kiln-run --device emu: a dry run, the times mean nothing):"
 else
   title="llama2-7b, random fp16 weights (kiln-run --device cuda; PyTorch peers: transformers on the same GPU in the same run):"
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 fi
-python3 bench/gpu_table.py "$kiln_rows" "$peers" "$work/bandwidth.txt" "$title" | tee -a "$report"
+python3 bench/gpu_table.py "$kiln_rows" "$peers" "$work/bandwidth.txt" "$title" \
+  ${gpu_name:+--gpu "$gpu_name"} | tee -a "$report" || status=1
 say ""
 say "PyTorch peers as measured:"
 say ""
