@@ -2,6 +2,8 @@
 #ifndef KILN_CODEGEN_CUDAKERNEL_H
 #define KILN_CODEGEN_CUDAKERNEL_H
 
+#include "ir/KernelOpInterface.h"
+
 #include "mlir/IR/Operation.h"
 #include "llvm/Support/Error.h"
 
@@ -234,15 +236,27 @@ constexpr const char *kBatchSuffix = ".batch";
 /// temperature, top-k and top-p with a seed (runtime/Sampling.h).
 CudaKernel emitSampler(int64_t vocab);
 
+/// Template `t`'s kernel for `op` in `phase` (the emitter of each template's
+/// file); fails for `none`, naming the op and the phase.
+llvm::Expected<CudaKernel> emitTemplate(KernelTemplate t, mlir::Operation *op,
+                                        const CodegenOptions &opts,
+                                        Phase phase);
+
 /// Every distinct kernel of `fn` (one per kiln.kernel), in order of first
-/// use. Fails, naming the op, for an op no template handles yet.
+/// use, each op by its template in the function's kiln.phase. Fails, naming
+/// the op, for an op without one (a tensor-level op: unfused).
 llvm::Expected<std::vector<CudaKernel>>
 emitCudaKernels(mlir::Operation *fn, const CodegenOptions &opts);
 
-/// The batched decode plans' attention kernels (emitDecodeAttention with
-/// `batch`) of @prefill's attention ops, one per distinct kernel.
+/// Whether `op` runs a kernel of its own in a batched decode step (its
+/// batch_decode template differs from its prefill one: attention, a row
+/// per sequence); the other ops of @prefill run their prefill kernels.
+bool hasBatchKernel(KernelOpInterface op);
+
+/// The batched decode plans' own kernels (hasBatchKernel) of @prefill's
+/// ops, one per distinct kernel, named with kBatchSuffix.
 llvm::Expected<std::vector<CudaKernel>>
-emitBatchAttention(mlir::Operation *prefill, const CodegenOptions &opts);
+emitBatchKernels(mlir::Operation *prefill, const CodegenOptions &opts);
 
 /// kiln's own GEMM (emitSmallGemm) of each distinct matmul of @prefill, for
 /// plans with gemm-algo=-2.

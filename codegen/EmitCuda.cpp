@@ -1,83 +1,79 @@
 //===- EmitCuda.cpp - every distinct kernel of a function -----------------===//
+//
+// Which template runs an op is the op's to say (KernelOpInterface, by the
+// function's kiln.phase); this file maps each template to its emitter, one
+// per kernel file, and walks a function once per kind of kernel it needs.
+//
+//===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
 #include "ir/KilnOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 
 namespace kiln {
 
-llvm::Expected<std::vector<CudaKernel>>
-emitCudaKernels(Operation *fn, const CodegenOptions &opts) {
-  std::vector<CudaKernel> kernels;
-  llvm::StringSet<> seen;
-  std::optional<llvm::Error> error;
-  fn->walk([&](Operation *op) {
-    if (error || !isKernel(op))
-      return;
-    auto kernel = op->getAttrOfType<StringAttr>("kiln.kernel");
-    auto name = op->getAttrOfType<StringAttr>("kiln.name");
-    if (!kernel) {
-      error = llvm::createStringError(
-          llvm::Twine("'") + op->getName().getStringRef() +
-          "' has no kiln.kernel name: run the kiln pipeline first");
-      return;
-    }
-    if (!seen.insert(kernel.getValue()).second)
-      return; // identical layers share the kernel
-    // Prefill ops have a dynamic token count; decode's is 1.
-    auto rows = dyn_cast<RankedTensorType>(op->getResultTypes()[0]);
-    bool prefill = rows && rows.isDynamicDim(0);
-    llvm::Expected<CudaKernel> k = llvm::createStringError("");
-    if (isa<EmbeddingOp>(op))
-      k = emitEmbedding(op, opts);
-    else if (isa<FusedLinearOp, LinearOp, LogitsOp>(op))
-      k = prefill ? emitLinearEpilogue(op, opts) : emitGemv(op, opts);
-    else if (isa<FusedQKVOp>(op))
-      k = prefill ? emitQkvEpilogue(op, opts) : emitQkvGemv(op, opts);
-    else if (isa<AttentionOp>(op))
-      k = prefill ? emitPrefillAttention(op, opts)
-                  : emitDecodeAttention(op, opts);
-    else
-      k = llvm::createStringError(
-          "no CUDA template for this op (run the fusion pipeline)");
-    if (!k) {
-      error = llvm::createStringError(
-          llvm::Twine("kernel ") + kernel.getValue() + " (" +
-          (name ? name.getValue() : "?") + ", '" +
-          op->getName().getStringRef() + "'): " + toString(k.takeError()));
-      return;
-    }
-    k->provenance = name ? name.str() : "";
-    kernels.push_back(std::move(*k));
-  });
-  if (error)
-    return std::move(*error);
-  return kernels;
+llvm::Expected<CudaKernel> emitTemplate(KernelTemplate t, Operation *op,
+                                        const CodegenOptions &opts,
+                                        Phase phase) {
+  switch (t) {
+  case KernelTemplate::embedding:
+    return emitEmbedding(op, opts);
+  case KernelTemplate::gemv:
+    return emitGemv(op, opts);
+  case KernelTemplate::qkv_gemv:
+    return emitQkvGemv(op, opts);
+  case KernelTemplate::linear_epilogue:
+    return emitLinearEpilogue(op, opts);
+  case KernelTemplate::qkv_epilogue:
+    return emitQkvEpilogue(op, opts);
+  case KernelTemplate::prefill_attention:
+    return emitPrefillAttention(op, opts);
+  case KernelTemplate::decode_attention:
+    return emitDecodeAttention(op, opts, phase == Phase::batch_decode);
+  case KernelTemplate::none:
+    break;
+  }
+  return llvm::createStringError(
+      llvm::Twine("no CUDA template for '") + op->getName().getStringRef() +
+      "' in " + stringifyPhase(phase) + " (run the fusion pipeline)");
 }
 
 namespace {
 
 /// `emit` of each op of `fn` that `wanted` picks, once per kiln.kernel (the
-/// first op of each names the kernel's provenance).
+/// first op of each names the kernel's provenance); an error names the op's
+/// kernel.
 llvm::Expected<std::vector<CudaKernel>> emitOncePerKernel(
-    Operation *fn, llvm::function_ref<bool(Operation *)> wanted,
-    llvm::function_ref<llvm::Expected<CudaKernel>(Operation *)> emit) {
+    Operation *fn, llvm::function_ref<bool(KernelOpInterface)> wanted,
+    llvm::function_ref<llvm::Expected<CudaKernel>(KernelOpInterface)> emit) {
   std::vector<CudaKernel> kernels;
   llvm::StringSet<> seen;
   std::optional<llvm::Error> error;
-  fn->walk([&](Operation *op) {
-    if (error || !wanted(op) ||
-        !seen.insert(op->getAttrOfType<StringAttr>("kiln.kernel").getValue())
-             .second)
+  fn->walk([&](KernelOpInterface op) {
+    if (error || !wanted(op))
       return;
-    llvm::Expected<CudaKernel> k = emit(op);
-    if (!k) {
-      error = k.takeError();
+    auto kernel = op->getAttrOfType<StringAttr>("kiln.kernel");
+    auto name = op->getAttrOfType<StringAttr>("kiln.name");
+    if (!kernel || !name) {
+      error = llvm::createStringError(
+          llvm::Twine("'") + op->getName().getStringRef() +
+          "' has no kiln.kernel and kiln.name: run the kiln pipeline first");
       return;
     }
-    k->provenance = op->getAttrOfType<StringAttr>("kiln.name").str();
+    if (!seen.insert(kernel.getValue()).second)
+      return; // identical layers share the kernel
+    llvm::Expected<CudaKernel> k = emit(op);
+    if (!k) {
+      error = llvm::createStringError(
+          llvm::Twine("kernel ") + kernel.getValue() + " (" + name.getValue() +
+          ", '" + op->getName().getStringRef() +
+          "'): " + toString(k.takeError()));
+      return;
+    }
+    k->provenance = name.str();
     kernels.push_back(std::move(*k));
   });
   if (error)
@@ -85,25 +81,53 @@ llvm::Expected<std::vector<CudaKernel>> emitOncePerKernel(
   return kernels;
 }
 
+llvm::Expected<Phase> requirePhase(Operation *fn) {
+  if (std::optional<Phase> phase = phaseOf(fn))
+    return *phase;
+  return llvm::createStringError(
+      llvm::Twine("@") +
+      (isa<func::FuncOp>(fn) ? cast<func::FuncOp>(fn).getName() : "?") +
+      " has no kiln.phase, which says what it computes (the frontend marks "
+      "@prefill and @decode)");
+}
+
 } // namespace
+
+llvm::Expected<std::vector<CudaKernel>>
+emitCudaKernels(Operation *fn, const CodegenOptions &opts) {
+  auto phase = requirePhase(fn);
+  if (!phase)
+    return phase.takeError();
+  return emitOncePerKernel(
+      fn, [](KernelOpInterface) { return true; },
+      [&](KernelOpInterface op) {
+        return emitTemplate(op.getKernelTemplate(*phase), op, opts, *phase);
+      });
+}
 
 llvm::Expected<std::vector<CudaKernel>>
 emitSmallGemms(Operation *prefill, const CodegenOptions &opts) {
   return emitOncePerKernel(
       prefill,
-      [](Operation *op) {
-        return isa<FusedLinearOp, LinearOp, LogitsOp, FusedQKVOp>(op);
+      [](KernelOpInterface op) {
+        return followsGemm(op.getKernelTemplate(Phase::prefill));
       },
-      [&](Operation *op) { return emitSmallGemm(op, opts); });
+      [&](KernelOpInterface op) { return emitSmallGemm(op, opts); });
 }
 
 llvm::Expected<std::vector<CudaKernel>>
-emitBatchAttention(Operation *prefill, const CodegenOptions &opts) {
+emitBatchKernels(Operation *prefill, const CodegenOptions &opts) {
   return emitOncePerKernel(
-      prefill, [](Operation *op) { return isa<AttentionOp>(op); },
-      [&](Operation *op) {
-        return emitDecodeAttention(op, opts, /*batch=*/true);
+      prefill, [](KernelOpInterface op) { return hasBatchKernel(op); },
+      [&](KernelOpInterface op) {
+        return emitTemplate(op.getKernelTemplate(Phase::batch_decode), op, opts,
+                            Phase::batch_decode);
       });
+}
+
+bool hasBatchKernel(KernelOpInterface op) {
+  return op.getKernelTemplate(Phase::batch_decode) !=
+         op.getKernelTemplate(Phase::prefill);
 }
 
 } // namespace kiln

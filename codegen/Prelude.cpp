@@ -175,8 +175,11 @@ __device__ __forceinline__ long long kiln_slot(const int *block_table, int t,
 
 CudaKernel kernelFor(mlir::Operation *op, llvm::StringRef suffix) {
   CudaKernel k;
-  k.kernel =
-      op->getAttrOfType<mlir::StringAttr>("kiln.kernel").str() + suffix.str();
+  // Named by kiln-name-kernels; before it (a template emitted by hand, as
+  // kiln-translate may), by the op's name.
+  auto kernel = op->getAttrOfType<mlir::StringAttr>("kiln.kernel");
+  k.kernel = (kernel ? kernel.str() : op->getName().getStringRef().str()) +
+             suffix.str();
   k.entry = entryName(k.kernel);
   return k;
 }

@@ -110,7 +110,7 @@ public:
         logits = b.bind(ret.getOperand(0)).offset;
         continue;
       }
-      if (!isKernel(&op))
+      if (!isa<KernelOpInterface>(op))
         continue;
       // The plan's variant of a kernel, where its knobs made one.
       auto variant = [&](std::string kernel) {
@@ -118,11 +118,22 @@ public:
           kernel += suffix;
         return kernel;
       };
-      std::string base = op.getAttrOfType<StringAttr>("kiln.kernel").str();
+      auto kernelName = op.getAttrOfType<StringAttr>("kiln.kernel");
+      auto provenance = op.getAttrOfType<StringAttr>("kiln.name");
+      if (!kernelName || !provenance)
+        return llvm::createStringError(
+            "'" + op.getName().getStringRef().str() +
+            "' has no kiln.kernel and kiln.name: run the kiln pipeline first");
+      std::string base = kernelName.str();
       std::string kernel =
-          variant(batch && isa<AttentionOp>(op) ? base + kBatchSuffix : base);
+          variant(batch && hasBatchKernel(cast<KernelOpInterface>(op))
+                      ? base + kBatchSuffix
+                      : base);
+      if (!index.count(kernel))
+        return llvm::createStringError("no kernel " + kernel + " for " +
+                                       provenance.str());
       const CudaKernel &k = kernels[index.lookup(kernel)];
-      std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
+      std::string name = provenance.str();
       if (k.afterGemm) {
         // C[tokens, n] = x . W^T into the workspace: cuBLAS's GEMM, or
         // kiln's own (emitSmallGemm), which also reads the real row count.
@@ -347,7 +358,7 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
     return missing();
   // Batched decode: @prefill's attention ops, a row per sequence.
   if (pool.getSequences() > 1) {
-    auto batch = emitBatchAttention(prefill, opts);
+    auto batch = emitBatchKernels(prefill, opts);
     if (!batch)
       return batch.takeError();
     llvm::append_range(kernels, *batch);
@@ -382,7 +393,7 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
     if (!emitted.insert((batch ? "batch" : "prefill") + v.kernelSuffix).second)
       return v.kernelSuffix;
     auto made =
-        batch ? emitBatchAttention(prefill, v) : emitCudaKernels(prefill, v);
+        batch ? emitBatchKernels(prefill, v) : emitCudaKernels(prefill, v);
     if (!made)
       return made.takeError();
     // Every kernel: those the knobs did not change are aliased to the base

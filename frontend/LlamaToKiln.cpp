@@ -43,14 +43,17 @@ public:
                                  c.numKVHeads, c.headDim(), et);
   }
 
-  /// Adds `func.func @name` over `seq` new tokens (dynamic for prefill).
-  void buildFunction(ModuleOp module, StringRef name, int64_t seq) {
+  /// Adds `func.func @name` over `seq` new tokens (dynamic for prefill),
+  /// marked with its phase (codegen picks each op's template by it).
+  void buildFunction(ModuleOp module, StringRef name, int64_t seq,
+                     Phase phase) {
     auto tokensType = RankedTensorType::get({seq}, b.getI32Type());
     auto logitsType = RankedTensorType::get({seq, c.vocabSize}, b.getF32Type());
     auto fnType = b.getFunctionType({tokensType, tokensType, cacheType},
                                     {logitsType, cacheType});
     b.setInsertionPointToEnd(module.getBody());
     auto fn = b.create<func::FuncOp>(loc("model"), name, fnType);
+    fn->setAttr("kiln.phase", PhaseAttr::get(b.getContext(), phase));
     b.setInsertionPointToStart(fn.addEntryBlock());
     Value tokens = fn.getArgument(0); // [S] i32
     positions = fn.getArgument(1);    // [S] i32
@@ -191,8 +194,9 @@ OwningOpRef<ModuleOp> buildLlamaModule(MLIRContext &ctx,
   (*module)->setAttr("kiln.config", cfg.getDictionary(&ctx));
 
   LlamaBuilder builder(ctx, config, opts);
-  builder.buildFunction(*module, "prefill", ShapedType::kDynamic);
-  builder.buildFunction(*module, "decode", 1);
+  builder.buildFunction(*module, "prefill", ShapedType::kDynamic,
+                        Phase::prefill);
+  builder.buildFunction(*module, "decode", 1, Phase::decode);
   return module;
 }
 

@@ -62,7 +62,7 @@ std::string kernelOf(Operation *op) {
 /// The kernel whose output `v` is: through kv_read to the cache writer.
 Operation *producer(Value v) {
   Operation *def = v.getDefiningOp();
-  while (def && !isKernel(def)) {
+  while (def && !isa<KernelOpInterface>(def)) {
     if (auto read = dyn_cast<KVReadOp>(def))
       def = read.getCache().getDefiningOp();
     else
@@ -76,7 +76,7 @@ std::string kernelGraphDot(func::FuncOp fn, CostShape shape) {
   SmallVector<Operation *> kernels;
   std::map<int64_t, SmallVector<Operation *>> layers;
   fn.walk([&](Operation *op) {
-    if (!isKernel(op))
+    if (!isa<KernelOpInterface>(op))
       return;
     kernels.push_back(op);
     if (int64_t l = layerOf(op); l >= 0)

@@ -2,7 +2,7 @@
 #ifndef KILN_INSPECT_KERNELGRAPH_H
 #define KILN_INSPECT_KERNELGRAPH_H
 
-#include "passes/CostModel.h"
+#include "ir/KernelOpInterface.h"
 
 #include "absl/status/statusor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -21,6 +21,40 @@ def Kiln_RopeLayoutAttr : EnumAttr<Kiln_Dialect, Kiln_RopeLayout, "rope_layout">
   let assemblyFormat = "$value";
 }
 
+// What a function of the module computes; `kiln.phase` on each func.func,
+// set by the frontend: @prefill a prompt's tokens of one sequence, @decode
+// one token of one sequence. Codegen picks each op's template by it. A
+// batched decode step (one token each of several sequences) runs
+// @prefill's ops with the batch_decode templates: a row per sequence.
+def Kiln_Phase : I32EnumAttr<"Phase", "what a function computes", [
+    I32EnumAttrCase<"prefill", 0>,
+    I32EnumAttrCase<"decode", 1>,
+    I32EnumAttrCase<"batch_decode", 2>
+  ]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+
+def Kiln_PhaseAttr : EnumAttr<Kiln_Dialect, Kiln_Phase, "phase"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+// The CUDA templates of codegen/, one per kernel file: which one runs an op
+// in each phase is the op's to say (KernelOpInterface::getKernelTemplate).
+def Kiln_KernelTemplate : I32EnumAttr<"KernelTemplate", "a CUDA kernel template", [
+    I32EnumAttrCase<"none", 0>,              // only the ref device runs it
+    I32EnumAttrCase<"embedding", 1>,         // EmbeddingKernel.cpp
+    I32EnumAttrCase<"gemv", 2>,              // GemvKernel.cpp
+    I32EnumAttrCase<"qkv_gemv", 3>,          // QkvKernel.cpp
+    I32EnumAttrCase<"linear_epilogue", 4>,   // LinearEpilogueKernel.cpp (after a GEMM)
+    I32EnumAttrCase<"qkv_epilogue", 5>,      // QkvEpilogueKernel.cpp (after a GEMM)
+    I32EnumAttrCase<"prefill_attention", 6>, // PrefillAttentionKernel.cpp
+    I32EnumAttrCase<"decode_attention", 7>   // DecodeAttentionKernel.cpp
+  ]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+
 def Kiln_KVPoolAttr : AttrDef<Kiln_Dialect, "KVPool"> {
   let mnemonic = "kv_pool";
   let summary = "the paged KV pool: one allocation of fixed-size blocks";

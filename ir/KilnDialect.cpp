@@ -2,6 +2,8 @@
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -42,5 +44,66 @@ LogicalResult KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "kv_cache: element type must be f16, bf16 or f32, "
                           "not "
                        << elementType;
+  return success();
+}
+
+/// The discardable attributes of the kiln namespace: what each is, where it
+/// may stand, and its value's kind. Passes and emitters may then read a
+/// present attribute without checking its kind (they still check presence:
+/// an attribute is there only after the pass that sets it).
+LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  auto fail = [&](const Twine &what) {
+    return op->emitError() << "'" << name << "' " << what;
+  };
+  auto nonNegative = [](Attribute a) {
+    auto i = dyn_cast<IntegerAttr>(a);
+    return i && i.getType().isInteger(64) && i.getInt() >= 0;
+  };
+  bool onModule = isa<ModuleOp>(op), onFunction = isa<FunctionOpInterface>(op);
+  if (name == "kiln.model") {
+    if (!onModule || !isa<StringAttr>(value))
+      return fail("must be a string on the module");
+  } else if (name == "kiln.config") {
+    if (!onModule || !isa<DictionaryAttr>(value))
+      return fail("must be a dictionary on the module");
+  } else if (name == "kiln.kv_pool") {
+    auto pool = dyn_cast<KVPoolAttr>(value);
+    if (!onModule || !pool)
+      return fail("must be a #kiln.kv_pool on the module");
+    if (pool.getBlockSize() <= 0 || pool.getBlocks() <= 0 ||
+        pool.getBlockBytes() <= 0 || pool.getLayerBytes() <= 0 ||
+        pool.getBytes() <= 0 || pool.getSequences() <= 0 ||
+        pool.getTableBlocks() <= 0)
+      return fail("must have positive sizes");
+    if (pool.getLayerBytes() < 2 * pool.getBlocks() * pool.getBlockBytes())
+      return fail("holds less than a layer's keys and values (layer_bytes < "
+                  "2 * blocks * block_bytes)");
+  } else if (name == "kiln.phase") {
+    if (!onFunction || !isa<PhaseAttr>(value))
+      return fail("must be a #kiln.phase on a function");
+  } else if (name == "kiln.arena_bytes" || name == "kiln.arena_peak_bytes") {
+    if (!(onModule || onFunction) || !nonNegative(value))
+      return fail("must be a non-negative i64 on the module or a function");
+  } else if (name == "kiln.arena_tokens") {
+    if (!onFunction || !nonNegative(value))
+      return fail("must be a non-negative i64 on a function");
+  } else if (name == "kiln.arena_offsets") {
+    auto offsets = dyn_cast<DenseI64ArrayAttr>(value);
+    if (!offsets || int64_t(offsets.size()) != op->getNumResults())
+      return fail("must be an array of one offset per result");
+    for (int64_t o : offsets.asArrayRef())
+      if (o < -1)
+        return fail("must hold offsets of 0 and up (-1: not in the arena)");
+  } else if (name == "kiln.kernel" || name == "kiln.name") {
+    auto text = dyn_cast<StringAttr>(value);
+    if (!isa<KernelOpInterface>(op) || !text || text.empty())
+      return fail("must be a non-empty string on a kernel op");
+  } else {
+    return op->emitError() << "unknown attribute '" << name
+                           << "' in the kiln namespace";
+  }
   return success();
 }

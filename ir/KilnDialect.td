@@ -25,6 +25,10 @@ def Kiln_Dialect : Dialect {
   let cppNamespace = "::kiln";
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
+  // The discardable kiln.* attributes the frontend and the passes put on
+  // modules, functions and ops: each checked for its kind and place
+  // (KilnDialect::verifyOperationAttribute).
+  let hasOperationAttrVerify = 1;
 }
 
 #endif // KILN_DIALECT_TD

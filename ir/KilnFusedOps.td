@@ -34,7 +34,8 @@ def Kiln_PackedWeightOp : Kiln_Op<"packed_weight", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_FusedLinearOp : Kiln_Op<"fused_linear", [Pure]> {
+def Kiln_FusedLinearOp : Kiln_KernelOp<"fused_linear", [Pure],
+    "linear_epilogue", "gemv", "linear_epilogue", 0, ["getKernelCost", "getKernelName"]> {
   let summary = "x·Wᵀ with an RMSNorm prologue and a SwiGLU or residual epilogue";
   let description = [{
     One matmul kernel: `y = prologue(input) · weightᵀ`, accumulated in
@@ -70,7 +71,9 @@ def Kiln_FusedLinearOp : Kiln_Op<"fused_linear", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
+def Kiln_AttentionOp : Kiln_KernelOp<"attention", [Pure],
+    "prefill_attention", "decode_attention", "decode_attention", 1,
+    ["getKernelCost"]> {
   let summary = "causal attention with a safe online softmax, RoPE on Q at load";
   let description = [{
     `softmax(causal_mask(scale · rope(query) · keysᵀ)) · values` per head,
@@ -103,7 +106,9 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_FusedQKVOp : Kiln_Op<"fused_qkv", [Pure, AllTypesMatch<["cache", "cache_out"]>]> {
+def Kiln_FusedQKVOp : Kiln_KernelOp<"fused_qkv", [Pure, AllTypesMatch<["cache", "cache_out"]>],
+    "qkv_epilogue", "qkv_gemv", "qkv_epilogue", 0,
+    ["getKernelCost", "getKernelName"]> {
   let summary = "the QKV matmul that writes K and V into the cache itself";
   let description = [{
     One kernel for the first half of attention's inputs: `y = prologue(input)

@@ -427,10 +427,5 @@ LogicalResult FusedQKVOp::verify() {
                          cache.getHeadDim());
 }
 
-bool kiln::isKernel(Operation *op) {
-  return isa_and_nonnull<KilnDialect>(op->getDialect()) &&
-         !isa<WeightOp, PackedWeightOp, KVReadOp>(op);
-}
-
 #define GET_OP_CLASSES
 #include "ir/KilnOps.cpp.inc"

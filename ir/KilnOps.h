@@ -2,6 +2,7 @@
 #ifndef KILN_IR_KILNOPS_H
 #define KILN_IR_KILNOPS_H
 
+#include "ir/KernelOpInterface.h"
 #include "ir/KilnDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -13,11 +14,5 @@
 #define GET_OP_CLASSES
 #include "ir/KilnOps.h.inc"
 
-namespace kiln {
-/// True for the ops that become a kernel launch: every kiln op except the
-/// weight references and kv_read (a view of the cache that the consuming
-/// kernel reads directly).
-bool isKernel(mlir::Operation *op);
-} // namespace kiln
 
 #endif // KILN_IR_KILNOPS_H

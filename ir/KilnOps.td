@@ -17,9 +17,32 @@ include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "ir/KernelOpInterface.td"
 
 class Kiln_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kiln_Dialect, mnemonic, traits>;
+
+// An op that becomes one kernel launch (KernelOpInterface): the CUDA
+// template that runs it in prefill, in decode and in a batched decode step
+// ("none": only the ref device runs it), whether its name takes its
+// mnemonic (its module does not say what it does), and the interface
+// methods it implements itself (the rest have defaults).
+class Kiln_KernelOp<string mnemonic, list<Trait> traits = [],
+                    string prefill = "none", string decode = "none",
+                    string batchDecode = "none", bit byMnemonic = 0,
+                    list<string> overrides = []>
+    : Kiln_Op<mnemonic, !listconcat(traits,
+        [DeclareOpInterfaceMethods<Kiln_KernelOpInterface, overrides>])> {
+  let extraClassDeclaration = [{
+    /// The CUDA template of each phase (prefill, decode, batch_decode).
+    static constexpr ::kiln::KernelTemplate kTemplates[3] = {
+        ::kiln::KernelTemplate::}] # prefill # [{,
+        ::kiln::KernelTemplate::}] # decode # [{,
+        ::kiln::KernelTemplate::}] # batchDecode # [{};
+    /// Its kernel's name ends with the mnemonic.
+    static constexpr bool kNamedByMnemonic = }] # !if(byMnemonic, "true", "false") # [{;
+  }];
+}
 
 def Kiln_Float : AnyTypeOf<[F16, BF16, F32]>;
 def Kiln_Activation : 2DTensorOf<[F16, BF16, F32]>;   // [S, features]
@@ -49,7 +72,8 @@ def Kiln_WeightOp : Kiln_Op<"weight", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
+def Kiln_EmbeddingOp : Kiln_KernelOp<"embedding", [Pure],
+    "embedding", "embedding", "embedding", 0, ["getKernelCost"]> {
   let summary = "looks up the embedding row of each token";
   let description = [{
     `result[s, :] = table[tokens[s], :]`; table `[V, D]`, tokens `[S]`,
@@ -72,7 +96,7 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
 // Norm and matmuls
 //===----------------------------------------------------------------------===//
 
-def Kiln_RMSNormOp : Kiln_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Kiln_RMSNormOp : Kiln_KernelOp<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "RMSNorm over the feature dimension";
   let description = [{
     `result[s, :] = input[s, :] / sqrt(mean(input[s, :]^2) + epsilon) * weight`,
@@ -90,7 +114,8 @@ def Kiln_RMSNormOp : Kiln_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"
   let hasVerifier = 1;
 }
 
-def Kiln_LinearOp : Kiln_Op<"linear", [Pure]> {
+def Kiln_LinearOp : Kiln_KernelOp<"linear", [Pure],
+    "linear_epilogue", "gemv", "linear_epilogue", 0, ["getKernelCost"]> {
   let summary = "x·Wᵀ against a named weight";
   let description = [{
     `result = input · weightᵀ` with float32 accumulation; input `[S, K]`,
@@ -108,7 +133,8 @@ def Kiln_LinearOp : Kiln_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_LogitsOp : Kiln_Op<"logits", [Pure]> {
+def Kiln_LogitsOp : Kiln_KernelOp<"logits", [Pure],
+    "linear_epilogue", "gemv", "linear_epilogue", 0, ["getKernelCost"]> {
   let summary = "the LM head: float32 logits over the vocabulary";
   let description = [{
     `result = input · weightᵀ` in float32; input `[S, D]`, weight `[V, D]`,
@@ -130,7 +156,7 @@ def Kiln_LogitsOp : Kiln_Op<"logits", [Pure]> {
 // Attention
 //===----------------------------------------------------------------------===//
 
-def Kiln_RopeOp : Kiln_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Kiln_RopeOp : Kiln_KernelOp<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "rotary position embedding, per head";
   let description = [{
     Rotates each pair of dimensions of each of the `heads` heads of
@@ -152,7 +178,8 @@ def Kiln_RopeOp : Kiln_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
   let hasVerifier = 1;
 }
 
-def Kiln_QKOp : Kiln_Op<"qk", [Pure]> {
+def Kiln_QKOp : Kiln_KernelOp<"qk", [Pure], "none", "none", "none", 1,
+    ["getKernelCost"]> {
   let summary = "attention scores Q·Kᵀ times a scale, per head";
   let description = [{
     `result[h, s, t] = scale * dot(query[s, head h], keys[t, kv head h / (heads / kv_heads)])`
@@ -174,7 +201,8 @@ def Kiln_QKOp : Kiln_Op<"qk", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_CausalMaskOp : Kiln_Op<"causal_mask", [Pure, AllTypesMatch<["scores", "result"]>]> {
+def Kiln_CausalMaskOp : Kiln_KernelOp<"causal_mask", [Pure, AllTypesMatch<["scores", "result"]>],
+    "none", "none", "none", 1> {
   let summary = "hides the keys after each query's position";
   let description = [{
     `result[h, s, t] = t <= positions[s] ? scores[h, s, t] : -inf`: key `t`
@@ -192,7 +220,8 @@ def Kiln_CausalMaskOp : Kiln_Op<"causal_mask", [Pure, AllTypesMatch<["scores", "
   let hasVerifier = 1;
 }
 
-def Kiln_SoftmaxOp : Kiln_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Kiln_SoftmaxOp : Kiln_KernelOp<"softmax", [Pure, SameOperandsAndResultType],
+    "none", "none", "none", 1> {
   let summary = "softmax over the last dimension, in float32";
   let description = [{
     `result[h, s, :] = exp(x - max(x)) / sum(exp(x - max(x)))` with
@@ -214,7 +243,8 @@ def Kiln_SoftmaxOp : Kiln_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Kiln_PVOp : Kiln_Op<"pv", [Pure]> {
+def Kiln_PVOp : Kiln_KernelOp<"pv", [Pure], "none", "none", "none", 1,
+    ["getKernelCost"]> {
   let summary = "attention output: probabilities times values, heads merged";
   let description = [{
     `result[s, head h] = sum_t probs[h, s, t] * values[t, kv head h / (H / kv_heads)]`
@@ -237,7 +267,8 @@ def Kiln_PVOp : Kiln_Op<"pv", [Pure]> {
 // KV cache
 //===----------------------------------------------------------------------===//
 
-def Kiln_KVWriteOp : Kiln_Op<"kv_write", [Pure, AllTypesMatch<["cache", "result"]>]> {
+def Kiln_KVWriteOp : Kiln_KernelOp<"kv_write", [Pure, AllTypesMatch<["cache", "result"]>],
+    "none", "none", "none", 1, ["getKernelCost"]> {
   let summary = "writes the new tokens' keys and values into one layer's cache";
   let description = [{
     Returns `cache` with `keys[s]` and `values[s]` (each `[S, kv_heads*Dh]`)
@@ -286,7 +317,7 @@ def Kiln_KVReadOp : Kiln_Op<"kv_read", [Pure]> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-def Kiln_SiLUOp : Kiln_Op<"silu", [Pure, SameOperandsAndResultType]> {
+def Kiln_SiLUOp : Kiln_KernelOp<"silu", [Pure, SameOperandsAndResultType]> {
   let summary = "x·sigmoid(x), elementwise";
   let description = [{
     ```mlir
@@ -298,7 +329,8 @@ def Kiln_SiLUOp : Kiln_Op<"silu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-class Kiln_BinaryOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+class Kiln_BinaryOp<string mnemonic, string what>
+    : Kiln_KernelOp<mnemonic, [Pure, SameOperandsAndResultType], "none", "none", "none", 1> {
   let summary = what # ", elementwise";
   let arguments = (ins Kiln_Activation:$lhs, Kiln_Activation:$rhs);
   let results = (outs Kiln_Activation:$result);
@@ -309,7 +341,7 @@ class Kiln_BinaryOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure, Sam
 // Softmax in pieces (what a frontend may write instead of kiln.softmax)
 //===----------------------------------------------------------------------===//
 
-def Kiln_ExpOp : Kiln_Op<"exp", [Pure, SameOperandsAndResultType]> {
+def Kiln_ExpOp : Kiln_KernelOp<"exp", [Pure, SameOperandsAndResultType]> {
   let summary = "e^x, elementwise";
   let description = [{
     ```mlir
@@ -321,7 +353,7 @@ def Kiln_ExpOp : Kiln_Op<"exp", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-class Kiln_RowReduceOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure]> {
+class Kiln_RowReduceOp<string mnemonic, string what> : Kiln_KernelOp<mnemonic, [Pure]> {
   let summary = what # " of each row (the last dimension), kept as size 1";
   let arguments = (ins Kiln_Scores:$input);
   let results = (outs Kiln_Scores:$result);
@@ -345,7 +377,8 @@ def Kiln_ReduceSumOp : Kiln_RowReduceOp<"reduce_sum", "the sum, in f32,"> {
   }];
 }
 
-class Kiln_RowBinaryOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure, AllTypesMatch<["lhs", "result"]>]> {
+class Kiln_RowBinaryOp<string mnemonic, string what>
+    : Kiln_KernelOp<mnemonic, [Pure, AllTypesMatch<["lhs", "result"]>]> {
   let summary = what # ", the right operand broadcast along the last dimension";
   let arguments = (ins Kiln_Scores:$lhs, Kiln_Scores:$rhs);
   let results = (outs Kiln_Scores:$result);

@@ -38,8 +38,10 @@ product(const std::vector<std::pair<std::string, std::vector<int>>> &knobs) {
   return out;
 }
 
-bool isMatmul(Operation *op) {
-  return isa<FusedLinearOp, LinearOp, LogitsOp, FusedQKVOp>(op);
+/// The matmuls: ops that run a GEMV in decode.
+bool isMatmul(KernelOpInterface op) {
+  KernelTemplate t = op.getKernelTemplate(Phase::decode);
+  return t == KernelTemplate::gemv || t == KernelTemplate::qkv_gemv;
 }
 
 /// prefill.gemm and decode.gemm: cuBLAS's GEMMs or kiln's own, before
@@ -70,11 +72,15 @@ std::vector<Operation *> familyOps(ModuleOp module, const TuneFamily &f) {
   std::vector<Operation *> ops;
   if (!fn)
     return ops;
-  for (Operation &op : fn.getBody().front())
-    if (isKernel(&op) && (attention     ? isa<AttentionOp>(op)
-                          : elementwise ? isa<EmbeddingOp>(op)
-                                        : isMatmul(&op)))
-      ops.push_back(&op);
+  Phase phase = decode ? Phase::decode : Phase::prefill;
+  for (auto op : fn.getBody().front().getOps<KernelOpInterface>()) {
+    KernelTemplate t = op.getKernelTemplate(phase);
+    if (attention ? t == KernelTemplate::prefill_attention ||
+                        t == KernelTemplate::decode_attention
+        : elementwise ? t == KernelTemplate::embedding
+                      : isMatmul(op))
+      ops.push_back(op);
+  }
   return ops;
 }
 
@@ -88,21 +94,17 @@ Operation *batchAttention(ModuleOp module, Operation *decodeOp) {
   return nullptr;
 }
 
-/// The kernel of `op` in family `f` with the knobs `opts`.
+/// The kernel of `op` in family `f` with the knobs `opts`: kiln's own GEMM
+/// for the GEMM families, else the op's template in the family's phase.
 llvm::Expected<CudaKernel> emitFor(const TuneFamily &f, Operation *op,
                                    const CodegenOptions &opts, bool batch) {
-  if (f.name == "decode.gemv")
-    return isa<FusedQKVOp>(op) ? emitQkvGemv(op, opts) : emitGemv(op, opts);
-  if (f.name == "decode.attention")
-    return emitDecodeAttention(op, opts, batch);
-  if (f.name == "prefill.attention")
-    return emitPrefillAttention(op, opts);
-  if (f.name == "prefill.elementwise")
-    return emitEmbedding(op, opts);
   if (isGemmFamily(f))
     return emitSmallGemm(op, opts);
-  return isa<FusedQKVOp>(op) ? emitQkvEpilogue(op, opts)
-                             : emitLinearEpilogue(op, opts);
+  Phase phase = f.name.rfind("decode.", 0) != 0 ? Phase::prefill
+                : batch                         ? Phase::batch_decode
+                                                : Phase::decode;
+  return emitTemplate(cast<KernelOpInterface>(op).getKernelTemplate(phase), op,
+                      opts, phase);
 }
 
 /// Whether candidate `opts` of family `f` runs cuBLAS (no kernel of ours).
@@ -227,8 +229,10 @@ std::vector<std::string> familyKernels(ModuleOp module,
     // cuBLAS's (PlanDevice::recordLaunch of every cuBLAS GEMM) or kiln's own.
     names.push_back("cublas");
     for (Operation *op : familyOps(module, family)) {
-      std::string name =
-          op->getAttrOfType<StringAttr>("kiln.kernel").str() + kSmallGemmSuffix;
+      auto kernel = op->getAttrOfType<StringAttr>("kiln.kernel");
+      if (!kernel)
+        continue; // unnamed: no kernel of it was emitted
+      std::string name = kernel.str() + kSmallGemmSuffix;
       if (llvm::find(names, name) == names.end())
         names.push_back(name);
     }

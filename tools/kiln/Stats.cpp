@@ -5,8 +5,9 @@
 // any engine must read (the weights and the cached keys and values).
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/Program.h"
+#include "ir/KernelOpInterface.h"
 #include "ir/KilnOps.h"
-#include "passes/CostModel.h"
 #include "tools/kiln/Commands.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,7 +29,7 @@ std::string size(double n) {
 
 int64_t countKernels(func::FuncOp fn) {
   int64_t n = 0;
-  fn.walk([&](Operation *op) { n += isKernel(op); });
+  fn.walk([&](Operation *op) { n += isa<KernelOpInterface>(op); });
   return n;
 }
 
@@ -36,29 +37,109 @@ int64_t countKernels(func::FuncOp fn) {
 std::pair<int64_t, int64_t> splitKernels(func::FuncOp fn) {
   int64_t layer = 0, step = 0;
   fn.walk([&](Operation *op) {
-    if (!isKernel(op))
+    if (!isa<KernelOpInterface>(op))
       return;
     auto name = op->getAttrOfType<StringAttr>("kiln.name");
     (name && name.getValue().starts_with("layers.") ? layer : step) += 1;
   });
   return {layer, step};
 }
+
+/// What one step launches on a device (the Program codegen builds): the
+/// generated kernels of its ops, a GEMM before each of prefill's matmul
+/// epilogues (cuBLAS's or cuBLASLt's, or kiln's own kernel with
+/// gemm-algo=-2), and the sampling kernel that ends every step.
+struct StepLaunches {
+  int64_t kernels = 0, sampling = 0;
+  int64_t cublas = 0, ownGemms = 0; // the GEMMs of each kind
+  int64_t layerGemms = 0;           // those of the decoder layers
+};
+
+StepLaunches countLaunches(const Program &p,
+                           const std::vector<Launch> &launches) {
+  StepLaunches n;
+  for (const Launch &l : launches) {
+    bool inLayer = StringRef(l.name).starts_with("layers.");
+    if (l.kernel == kGemm) {
+      ++n.cublas;
+      n.layerGemms += inLayer;
+      continue;
+    }
+    StringRef kernel = p.kernels[l.kernel].name;
+    std::string gemm = kSmallGemmSuffix;
+    if (kernel.starts_with("sampling.")) {
+      ++n.sampling;
+    } else if (kernel.ends_with(gemm) || kernel.contains(gemm + "@")) {
+      ++n.ownGemms;
+      n.layerGemms += inLayer;
+    } else {
+      ++n.kernels;
+    }
+  }
+  return n;
+}
+
+/// "163 launches: 162 kernels + 1 sampling", with the GEMMs when there are.
+std::string launchLine(const StepLaunches &n, int64_t layers) {
+  int64_t gemms = n.cublas + n.ownGemms;
+  std::string line = llvm::formatv("{0} launches: {1} kernels",
+                                   n.kernels + gemms + n.sampling, n.kernels);
+  auto addGemms = [&](int64_t count, StringRef what) {
+    if (count == 0)
+      return;
+    line += llvm::formatv(" + {0} {1} GEMMs", count, what).str();
+    if (count == gemms) // per layer only when one kind fills every layer
+      line += llvm::formatv(" ({0} per layer x {1} layers + {2} per step)",
+                            n.layerGemms / layers, layers, gemms - n.layerGemms)
+                  .str();
+  };
+  addGemms(n.cublas, "cuBLAS");
+  addGemms(n.ownGemms, "kiln");
+  line += llvm::formatv(" + {0} sampling", n.sampling).str();
+  return line;
+}
 } // namespace
 
 void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
   auto &os = llvm::outs();
-  os << "  kernels per step (before fusion -> after)\n";
+  // The launches a device runs for a step: decode's plan, and prefill's for
+  // its largest bucket (every bucket launches the same kernels).
+  auto knobs = codegenOptions();
+  std::string noPlan;
+  std::optional<Program> program;
+  if (!knobs.ok()) {
+    noPlan = std::string(knobs.status().message());
+  } else if (auto built = buildProgram(fused, *knobs)) {
+    program = std::move(*built);
+  } else {
+    noPlan = toString(built.takeError());
+  }
+  os << "  kernels per step (before fusion -> after), and the launches of "
+        "a step on the device\n";
   for (StringRef name : {"decode", "prefill"}) {
     auto fn = fused.lookupSymbol<func::FuncOp>(name);
     auto before = unfused.lookupSymbol<func::FuncOp>(name);
     if (!fn || !before)
       continue;
     auto [layer, step] = splitKernels(fn);
-    os << llvm::formatv("    @{0,-8} {1} -> {2}: {3} per layer x {4} layers "
-                        "+ {5} per step\n",
-                        name, countKernels(before), countKernels(fn),
-                        layer / c.numLayers, c.numLayers, step);
+    os << llvm::formatv("    @{0,-8} {1} -> {2}", name, countKernels(before),
+                        countKernels(fn));
+    // Without the pipeline no op is named after its layer.
+    if (layer > 0)
+      os << llvm::formatv(": {0} per layer x {1} layers + {2} per step",
+                          layer / c.numLayers, c.numLayers, step);
+    os << "\n";
+    if (program)
+      os << "              "
+         << launchLine(
+                countLaunches(*program, name == "decode"
+                                            ? program->decode
+                                            : program->prefill.back().launches),
+                c.numLayers)
+         << "\n";
   }
+  if (!program)
+    os << "    no launches to count: " << noPlan << "\n";
 
   auto decode = fused.lookupSymbol<func::FuncOp>("decode");
   if (decode) {

@@ -1,0 +1,24 @@
+//===- KernelOpInterface.cpp - the interface's generated code -------------===//
+//
+// The ops' answers are in KernelCost.cpp (bytes and FLOPs), KernelNames.cpp
+// (names) and the ODS (templates).
+//
+//===----------------------------------------------------------------------===//
+#include "ir/KernelOpInterface.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+
+#include "ir/KernelOpInterface.cpp.inc"
+
+std::optional<kiln::Phase> kiln::phaseOf(Operation *op) {
+  Operation *fn = isa<FunctionOpInterface>(op)
+                      ? op
+                      : op->getParentOfType<FunctionOpInterface>();
+  if (!fn)
+    return std::nullopt;
+  if (auto phase = fn->getAttrOfType<PhaseAttr>("kiln.phase"))
+    return phase.getValue();
+  return std::nullopt;
+}
