@@ -33,9 +33,11 @@ def KilnFuseSwiGLU : Pass<"kiln-fuse-swiglu", "::mlir::func::FuncOp"> {
     `kiln.mul(kiln.silu(gate), up)` where gate and up are the two results of
     one kiln.fused_linear (in that order), or two kiln.linear ops on the same
     input with named weights, becomes one kiln.fused_linear with the
-    `swiglu` epilogue: the `[S, 2F]` product never goes to memory, only the
-    `[S, F]` result does. Does not fire when gate, up or the silu has another
-    user, or when the operands come in the other order.
+    `swiglu` epilogue: only the `[S, F]` result is an activation in the
+    arena. (Decode's GEMV keeps the `[S, 2F]` product on chip; prefill's
+    cuBLAS GEMM writes it, in f32, to a workspace that the epilogue kernel
+    reads.) Does not fire when gate, up or the silu has another user, or
+    when the operands come in the other order.
   }];
   let dependentDialects = ["::kiln::KilnDialect"];
 }
@@ -60,12 +62,16 @@ def KilnFuseSoftmax : Pass<"kiln-fuse-softmax", "::mlir::func::FuncOp"> {
     (same value, no overflow). Then
     kiln.qk → kiln.causal_mask → kiln.softmax → kiln.pv, each value used
     only by the next, becomes one kiln.attention: an online (flash-style)
-    softmax that keeps the row maximum subtracted and accumulates in f32,
-    and reads each kv head once for all the query heads that share it. The
-    softmax's numerics attributes carry over, so the verifier of the
-    attention op still refuses an unsafe softmax. Neither fires when an
-    intermediate (the pieces; scores, masked scores, probabilities) has
-    another user.
+    softmax that keeps the row maximum subtracted and accumulates in f32.
+    Query head h reads kv head h / (heads / kv_heads) in place, with no
+    copy per query head, but each query head's blocks load it for
+    themselves: a kv head is read once per query head, not once per group.
+    The softmax's numerics attributes carry over, so the verifier of the
+    attention op still refuses an unsafe softmax. The first does not fire
+    when the exponentials or their sum have another user (when the
+    subtraction or the maximum has one, the softmax is of the difference,
+    which stays); the second does not fire when the scores, masked scores
+    or probabilities have another user.
   }];
   let dependentDialects = ["::kiln::KilnDialect"];
 }
@@ -91,7 +97,9 @@ def KilnFuseKVWrite : Pass<"kiln-fuse-kv-write", "::mlir::func::FuncOp"> {
     A kiln.kv_write whose keys and values are results 1 and 2 of a
     three-result kiln.fused_linear (Q, K, V), and used nowhere else, becomes
     one kiln.fused_qkv: the matmul rotates K (the write's rope) and stores
-    K and V in the cache itself, and only Q goes to memory. Run after
+    K and V in the cache itself, and only Q is an activation in the arena.
+    (Prefill's cuBLAS GEMM still writes the whole `[S, Q|K|V]` product, in
+    f32, to a workspace that the epilogue kernel reads.) Run after
     kiln-fuse-rope-qk. Does not fire when K or V has another user, or the
     matmul has an epilogue already.
   }];
@@ -148,8 +156,8 @@ def KilnPlanBuffers : Pass<"kiln-plan-buffers", "::mlir::ModuleOp"> {
     definition to its last use, so memory is reused across layers. Sizes
     take `prefill-tokens` for the dynamic token count and the model's
     context for the dynamic key count. Records `kiln.arena_offsets` on each
-    op, `kiln.arena_tokens` (that token count: the most one call of the
-    function may bring) on each function, and `kiln.arena_bytes` and
+    op, `kiln.arena_tokens` (that token count: the most rows one call of
+    @prefill may bring) on each function, and `kiln.arena_bytes` and
     `kiln.arena_peak_bytes` (the most bytes alive at once) on each function
     and the largest on the module, since
     @prefill and @decode never run at once. `kiln-opt

@@ -49,6 +49,14 @@ parsePromptIds(const std::string &flag) {
   return prompts;
 }
 
+absl::Status namePromptFlag(absl::Status status, const std::string &flag) {
+  absl::string_view message = status.message();
+  if (status.ok() || flag == "prompt-ids" ||
+      !absl::ConsumePrefix(&message, "--prompt-ids:"))
+    return status;
+  return absl::Status(status.code(), absl::StrCat("--", flag, ":", message));
+}
+
 absl::StatusOr<int64_t> parseMaxNewTokens(const std::string &text) {
   int64_t n;
   if (!absl::SimpleAtoi(text, &n) || n < 0)

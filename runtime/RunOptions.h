@@ -27,6 +27,12 @@ namespace kiln {
 absl::StatusOr<std::vector<std::vector<int32_t>>>
 parsePromptIds(const std::string &text);
 
+/// A prompt's fault names --prompt-ids (checkPrompt's, the scheduler's); a
+/// run whose prompts came from another flag (kiln run --prompt "text")
+/// gets `status` with that flag named instead. Other statuses pass as they
+/// are.
+absl::Status namePromptFlag(absl::Status status, const std::string &flag);
+
 /// --max-new-tokens: a non-negative integer.
 absl::StatusOr<int64_t> parseMaxNewTokens(const std::string &text);
 

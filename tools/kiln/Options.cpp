@@ -9,7 +9,8 @@ namespace cl = llvm::cl;
 namespace kiln {
 
 cl::SubCommand &compileCommand() {
-  static cl::SubCommand command("compile", "Compile a model to kiln IR");
+  static cl::SubCommand command(
+      "compile", "Compile a model to kiln IR, or to a bundle (-o model.kiln)");
   return command;
 }
 

@@ -189,12 +189,15 @@ int runRun() {
   if (!maxNew.ok())
     return fail(maxNew.status(), 2);
   int64_t maxNewTokens = *maxNew;
+  // The prompt checks (runtime/) name --prompt-ids; a text prompt's faults
+  // name --prompt, the flag the user gave.
+  const std::string promptFlag = promptTexts.empty() ? "prompt-ids" : "prompt";
   auto checkPrompts = [&](const LlamaConfig &c) -> absl::Status {
     for (const std::vector<int32_t> &prompt : *prompts)
       if (absl::Status s =
               checkPrompt(prompt, maxNewTokens, c.vocabSize, c.maxPositions);
           !s.ok())
-        return s;
+        return namePromptFlag(s, promptFlag);
     return absl::OkStatus();
   };
   // Known once the vocabulary is; checked before a device is picked.
@@ -408,12 +411,12 @@ int runRun() {
       llvm::outs() << "\n";
   }
   if (!run.ok())
-    return fail(run.status());
+    return fail(namePromptFlag(run.status(), promptFlag));
   std::string report;
   absl::Status finished =
       finishRun(*run, name, (*dev)->name(), sampling, dumpLogits, report);
   llvm::outs() << report << profileReport(profile);
-  return finished.ok() ? 0 : fail(finished);
+  return finished.ok() ? 0 : fail(namePromptFlag(finished, promptFlag));
 }
 
 } // namespace kiln

@@ -15,13 +15,42 @@
 //===----------------------------------------------------------------------===//
 #include "tools/kiln/Commands.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <iterator>
+
+namespace {
+/// The libraries kiln links (LLVM's, MLIR's) register hundreds of options
+/// of their own at the top level (--print-after-all, --color, --mlir-...).
+/// Every option of kiln's belongs to one of its subcommands: the others are
+/// hidden from every --help (they still parse), but --help and its kin,
+/// which every subcommand has.
+void hideOtherOptions() {
+  namespace cl = llvm::cl;
+  cl::SubCommand *commands[] = {&kiln::compileCommand(), &kiln::runCommand(),
+                                &kiln::tuneCommand(), &kiln::inspectCommand(),
+                                &kiln::cacheCommand()};
+  auto ours = [&](const cl::Option &o) {
+    return o.Subs.contains(&cl::SubCommand::getAll()) ||
+           llvm::any_of(commands,
+                        [&](cl::SubCommand *s) { return o.Subs.contains(s); });
+  };
+  llvm::SmallVector<cl::SubCommand *> all = {&cl::SubCommand::getTopLevel()};
+  all.append(std::begin(commands), std::end(commands));
+  for (cl::SubCommand *sub : all)
+    for (auto &entry : cl::getRegisteredOptions(*sub))
+      if (!ours(*entry.second))
+        entry.second->setHiddenFlag(cl::ReallyHidden);
+}
+} // namespace
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  hideOtherOptions();
   std::string errors;
   llvm::raw_string_ostream errs(errors);
   if (!llvm::cl::ParseCommandLineOptions(
