@@ -82,9 +82,13 @@ enum class ParamKind {
   RowSequence, // int32 [rows]: the sequence of each row (its table row)
 };
 
+/// One parameter of a kernel: what the runtime binds to it, its name and
+/// its C type. The kernel's signature is made from its list
+/// (kernelParameters), so that the two cannot drift apart.
 struct KernelParam {
   ParamKind kind;
   std::string name;
+  std::string type; // "const __half *", "float *", ...
 };
 
 /// One kernel: its CUDA C++ (a whole NVRTC translation unit), the entry
@@ -128,6 +132,10 @@ struct CudaKernel {
 /// The common header of every translation unit: fp16 types, warp
 /// reductions, vector loads.
 std::string cudaPrelude();
+
+/// The entry's parameter list, from k.params, a parameter a line: "const
+/// __half *__restrict__ x, float *__restrict__ c, ...".
+std::string kernelParameters(const CudaKernel &k);
 
 /// A kernel for `op`, named by its kiln.kernel attribute (and `suffix`).
 CudaKernel kernelFor(mlir::Operation *op, llvm::StringRef suffix = "");

@@ -67,16 +67,16 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
 
   CudaKernel k =
       kernelFor(op, std::string(batch ? kBatchSuffix : "") + opts.kernelSuffix);
-  k.params = {{ParamKind::Activation, "q"},
-              {ParamKind::KCache, "k_cache"},
-              {ParamKind::VCache, "v_cache"},
-              {ParamKind::BlockTable, "block_table"},
-              {ParamKind::RowSequence, "seqs"},
-              {ParamKind::Positions, "positions"},
-              {ParamKind::Count, "count"},
-              {ParamKind::Activation, "out"},
-              {ParamKind::Workspace, "workspace"},
-              {ParamKind::Counters, "counters"}};
+  k.params = {{ParamKind::Activation, "q", "const __half *"},
+              {ParamKind::KCache, "k_cache", "const __half *"},
+              {ParamKind::VCache, "v_cache", "const __half *"},
+              {ParamKind::BlockTable, "block_table", "const int *"},
+              {ParamKind::RowSequence, "seqs", "const int *"},
+              {ParamKind::Positions, "positions", "const int *"},
+              {ParamKind::Count, "count", "const int *"},
+              {ParamKind::Activation, "out", "__half *"},
+              {ParamKind::Workspace, "workspace", "float *"},
+              {ParamKind::Counters, "counters", "unsigned *"}};
   // Key splits: --kernel-options kv-splits, else enough blocks of all the
   // rows' heads to fill the GPU twice (fewer splits for larger batches).
   k.grid = {heads, std::max(opts.kvSplits, 1), 1};
@@ -99,12 +99,7 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
 // between launches).
 // grid (H, splits, rows), block (32 * WARPS)
 extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
-     << k.entry << R"cuda((
-    const __half *__restrict__ q, const __half *__restrict__ k_cache,
-    const __half *__restrict__ v_cache, const int *__restrict__ block_table,
-    const int *__restrict__ seqs, const int *__restrict__ positions,
-    const int *__restrict__ count, __half *__restrict__ out,
-    float *__restrict__ workspace, unsigned *__restrict__ counters) {
+     << k.entry << "(" << kernelParameters(k) << R"cuda() {
   __shared__ float sm_m[WARPS], sm_l[WARPS], sm_acc[WARPS][DH];
   __shared__ bool last;
   const int h = blockIdx.x, split = blockIdx.y, g = h / GROUP;

@@ -22,9 +22,9 @@ llvm::Expected<CudaKernel> emitEmbedding(Operation *op,
   int threads = opts.elementwiseThreads;
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
-  k.params = {{ParamKind::Tokens, "tokens"},
-              {ParamKind::Weight, "table"},
-              {ParamKind::Activation, "out"}};
+  k.params = {{ParamKind::Tokens, "tokens", "const int *"},
+              {ParamKind::Weight, "table", "const __half *"},
+              {ParamKind::Activation, "out", "__half *"}};
   k.grid = {(d / vec + threads - 1) / threads, s, 1};
   k.blockThreads = threads;
   if (ShapedType::isDynamic(s)) { // prefill: a row of blocks per token
@@ -37,8 +37,7 @@ llvm::Expected<CudaKernel> emitEmbedding(Operation *op,
              ", VEC = " + std::to_string(vec) + ";\n" + R"cuda(
 // tokens [S] i32, table [V, D] f16, out [S, D] f16; grid (D/VEC/threads, S)
 extern "C" __global__ void )cuda" +
-             k.entry + R"cuda((const int *__restrict__ tokens,
-    const __half *__restrict__ table, __half *__restrict__ out) {
+             k.entry + "(" + kernelParameters(k) + R"cuda() {
   const int s = blockIdx.y;
   const int d = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
   if (d >= D)

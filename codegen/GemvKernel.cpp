@@ -47,16 +47,13 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
   int rows = opts.gemvWarps, splitK = opts.gemvSplitK;
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
-  k.params = {{ParamKind::Activation, "x"}, {ParamKind::Weight, "w"}};
+  k.params = {{ParamKind::Activation, "x", "const __half *"},
+              {ParamKind::Weight, "w", "const __half *"}};
   if (residual)
-    k.params.push_back({ParamKind::Activation, "residual"});
+    k.params.push_back({ParamKind::Activation, "residual", "const __half *"});
   k.grid = {(tasks + rows - 1) / rows, 1, 1};
   k.blockThreads = 32 * rows * splitK;
 
-  std::string signature =
-      std::string("const __half *__restrict__ x, const __half *__restrict__ "
-                  "w") +
-      (residual ? ", const __half *__restrict__ residual" : "");
   ResultStores outs = resultStores(op, k);
 
   std::string src = cudaPrelude();
@@ -83,7 +80,7 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
   os << "constexpr int THREADS = 32 * ROWS * SPLIT_K;\n";
   os << "extern \"C\" __global__ void __launch_bounds__(THREADS, "
         "THREADS <= 512 ? 1024 / THREADS : 1) "
-     << k.entry << "(" << signature << outs.params << ") {\n";
+     << k.entry << "(" << kernelParameters(k) << ") {\n";
   os << R"cuda(  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x, EPS);
   const int row = warp / SPLIT_K, part = warp % SPLIT_K;

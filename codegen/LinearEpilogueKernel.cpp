@@ -28,10 +28,11 @@ llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.afterGemm = true;
-  k.params = {{ParamKind::Activation, "x"}, {ParamKind::Workspace, "c"}};
+  k.params = {{ParamKind::Activation, "x", "const __half *"},
+              {ParamKind::Workspace, "c", "const float *"}};
   if (residual)
-    k.params.push_back({ParamKind::Activation, "residual"});
-  k.params.push_back({ParamKind::Count, "count"});
+    k.params.push_back({ParamKind::Activation, "residual", "const __half *"});
+  k.params.push_back({ParamKind::Count, "count", "const int *"});
   k.grid = {1, 1, 1};
   k.rowAxis = 0;
   k.blockThreads = threads;
@@ -55,10 +56,7 @@ llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
 // x [S, K] f16 (the GEMM's input), c [S, N] f32 (its output),
 // residual [S, TASKS] f16, count [1] i32; grid (S), block (THREADS)
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
-     << k.entry << "(\n    const __half *__restrict__ x, const float *"
-     << "__restrict__ c,\n    "
-     << (residual ? "const __half *__restrict__ residual, " : "")
-     << "const int *__restrict__ count" << outs.params << ") {\n";
+     << k.entry << "(" << kernelParameters(k) << ") {\n";
   os << R"cuda(  const long long row = blockIdx.x;
   if (row >= count[0])
     return; // padding: the whole block leaves together

@@ -34,11 +34,14 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
   int warps = opts.attentionWarps, rows = opts.prefillAttentionRows;
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
-  k.params = {
-      {ParamKind::Activation, "q"},     {ParamKind::KCache, "k_cache"},
-      {ParamKind::VCache, "v_cache"},   {ParamKind::BlockTable, "block_table"},
-      {ParamKind::RowSequence, "seqs"}, {ParamKind::Positions, "positions"},
-      {ParamKind::Count, "count"},      {ParamKind::Activation, "out"}};
+  k.params = {{ParamKind::Activation, "q", "const __half *"},
+              {ParamKind::KCache, "k_cache", "const __half *"},
+              {ParamKind::VCache, "v_cache", "const __half *"},
+              {ParamKind::BlockTable, "block_table", "const int *"},
+              {ParamKind::RowSequence, "seqs", "const int *"},
+              {ParamKind::Positions, "positions", "const int *"},
+              {ParamKind::Count, "count", "const int *"},
+              {ParamKind::Activation, "out", "__half *"}};
   k.grid = {1, heads, 1};
   k.rowAxis = 0;
   k.rowsPerBlock = warps * rows;
@@ -73,11 +76,7 @@ __device__ __forceinline__ void kiln_copy(__half2 *dst, const __half *src) {
 // [S, H*DH] f16.
 // grid (ceil(S / QROWS), H), block (32 * WARPS)
 extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
-     << k.entry << R"cuda((
-    const __half *__restrict__ q, const __half *__restrict__ k_cache,
-    const __half *__restrict__ v_cache, const int *__restrict__ block_table,
-    const int *__restrict__ seqs, const int *__restrict__ positions,
-    const int *__restrict__ count, __half *__restrict__ out) {
+     << k.entry << "(" << kernelParameters(k) << R"cuda() {
   __shared__ float qs[QROWS][DH];            // the tile's queries, f32
   __shared__ __half ks[TILE][DH + 2];        // keys; the odd word stride
                                              // spreads lanes over banks

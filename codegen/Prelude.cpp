@@ -173,6 +173,14 @@ __device__ __forceinline__ long long kiln_slot(const int *block_table, int t,
 )cuda";
 }
 
+std::string kernelParameters(const CudaKernel &k) {
+  std::string out; // a parameter a line, for readers of the dumps
+  for (const KernelParam &p : k.params)
+    out += (out.empty() ? "\n    " : ",\n    ") + p.type + "__restrict__ " +
+           p.name;
+  return out;
+}
+
 CudaKernel kernelFor(mlir::Operation *op, llvm::StringRef suffix) {
   CudaKernel k;
   // Named by kiln-name-kernels; before it (a template emitted by hand, as
@@ -218,9 +226,9 @@ ResultStores resultStores(mlir::Operation *op, CudaKernel &k) {
     int64_t width = type.getDimSize(1);
     bool f32 = type.getElementType().isF32();
     std::string name = "out" + std::to_string(i);
-    k.params.push_back({ParamKind::Activation, name});
-    r.params += std::string(", ") + (f32 ? "float" : "__half") +
-                " *__restrict__ " + name;
+    std::string pointer = f32 ? "float *" : "__half *";
+    k.params.push_back({ParamKind::Activation, name, pointer});
+    r.params += ", " + pointer + "__restrict__ " + name;
     r.names += ", " + name;
     body += std::string("  ") + (i ? "else " : "") + "if (col < " +
             std::to_string(begin + width) + ")\n    " + name + "[row * " +

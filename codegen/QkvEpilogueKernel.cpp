@@ -24,15 +24,15 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.afterGemm = true;
-  k.params = {{ParamKind::Activation, "x"},
-              {ParamKind::Workspace, "c"},
-              {ParamKind::KCache, "k_cache"},
-              {ParamKind::VCache, "v_cache"},
-              {ParamKind::BlockTable, "block_table"},
-              {ParamKind::RowSequence, "seqs"},
-              {ParamKind::Positions, "positions"},
-              {ParamKind::Count, "count"},
-              {ParamKind::Activation, "q"}};
+  k.params = {{ParamKind::Activation, "x", "const __half *"},
+              {ParamKind::Workspace, "c", "const float *"},
+              {ParamKind::KCache, "k_cache", "__half *"},
+              {ParamKind::VCache, "v_cache", "__half *"},
+              {ParamKind::BlockTable, "block_table", "const int *"},
+              {ParamKind::RowSequence, "seqs", "const int *"},
+              {ParamKind::Positions, "positions", "const int *"},
+              {ParamKind::Count, "count", "const int *"},
+              {ParamKind::Activation, "q", "__half *"}};
   k.grid = {1, 1, 1};
   k.rowAxis = 0;
   k.blockThreads = threads;
@@ -45,12 +45,7 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
 // sequence), positions [S] i32, count [1] i32, q [S, QW] f16.
 // grid (S), block (THREADS): a block per token, a thread per task
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
-             k.entry + R"cuda((
-    const __half *__restrict__ x, const float *__restrict__ c,
-    __half *__restrict__ k_cache, __half *__restrict__ v_cache,
-    const int *__restrict__ block_table, const int *__restrict__ seqs,
-    const int *__restrict__ positions, const int *__restrict__ count,
-    __half *__restrict__ q) {
+             k.entry + "(" + kernelParameters(k) + R"cuda() {
   const long long row = blockIdx.x;
   if (row >= count[0])
     return; // padding: the whole block leaves together

@@ -107,11 +107,14 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
   int warps = opts.gemvWarps;
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
-  k.params = {
-      {ParamKind::Activation, "x"},           {ParamKind::Weight, "w"},
-      {ParamKind::KCache, "k_cache"},         {ParamKind::VCache, "v_cache"},
-      {ParamKind::BlockTable, "block_table"}, {ParamKind::RowSequence, "seqs"},
-      {ParamKind::Positions, "positions"},    {ParamKind::Activation, "q"}};
+  k.params = {{ParamKind::Activation, "x", "const __half *"},
+              {ParamKind::Weight, "w", "const __half *"},
+              {ParamKind::KCache, "k_cache", "__half *"},
+              {ParamKind::VCache, "v_cache", "__half *"},
+              {ParamKind::BlockTable, "block_table", "const int *"},
+              {ParamKind::RowSequence, "seqs", "const int *"},
+              {ParamKind::Positions, "positions", "const int *"},
+              {ParamKind::Activation, "q", "__half *"}};
   k.grid = {(shape->tasks + warps - 1) / warps, 1, 1};
   k.blockThreads = 32 * warps;
   k.source = cudaPrelude() + shape->header +
@@ -123,11 +126,7 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
 // f16.
 // grid (ceil(TASKS / WARPS)), block (32 * WARPS): a warp per task
 extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda" +
-             k.entry + R"cuda((
-    const __half *__restrict__ x, const __half *__restrict__ w,
-    __half *__restrict__ k_cache, __half *__restrict__ v_cache,
-    const int *__restrict__ block_table, const int *__restrict__ seqs,
-    const int *__restrict__ positions, __half *__restrict__ q) {
+             k.entry + "(" + kernelParameters(k) + R"cuda() {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x, EPS);
   const int task = blockIdx.x * WARPS + warp;

@@ -32,11 +32,14 @@ CudaKernel emitSampler(int64_t vocab) {
   k.kernel = "sampling.sample";
   k.provenance = "sampling";
   k.entry = entryName(k.kernel);
-  k.params = {
-      {ParamKind::Activation, "logits"}, {ParamKind::Count, "count"},
-      {ParamKind::Sampling, "params"},   {ParamKind::Tokens, "tokens"},
-      {ParamKind::RowSequence, "seqs"},  {ParamKind::History, "history"},
-      {ParamKind::Workspace, "scratch"}, {ParamKind::Tokens, "token"}};
+  k.params = {{ParamKind::Activation, "all_logits", "const float *"},
+              {ParamKind::Count, "count", "const int *"},
+              {ParamKind::Sampling, "params", "const KilnSampling *"},
+              {ParamKind::Tokens, "tokens", "const int *"},
+              {ParamKind::RowSequence, "seqs", "const int *"},
+              {ParamKind::History, "history", "int *"},
+              {ParamKind::Workspace, "work", "float *"},
+              {ParamKind::Tokens, "all_tokens", "int *"}};
   k.grid = {1, 1, 1};
   k.blockThreads = threads;
   k.workspacePerBlock = 2 * vocab;
@@ -77,11 +80,7 @@ __device__ __forceinline__ unsigned kiln_hash(unsigned x) {
 // f32, token [grid] i32 (the tokens chosen); grid (1) for a prefill, (rows)
 // for a batch; block (THREADS)
 extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
-             k.entry + R"cuda((
-    const float *__restrict__ all_logits, const int *__restrict__ count,
-    const KilnSampling *__restrict__ params, const int *__restrict__ tokens,
-    const int *__restrict__ seqs, int *__restrict__ history,
-    float *__restrict__ work, int *__restrict__ all_tokens) {
+             k.entry + "(" + kernelParameters(k) + R"cuda() {
   __shared__ unsigned long long best[THREADS];
   __shared__ float scratch[32], chunk_mass[THREADS];
   const int b = blockIdx.x, n = count[0];

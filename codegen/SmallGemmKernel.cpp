@@ -34,10 +34,10 @@ llvm::Expected<CudaKernel> emitSmallGemm(Operation *op,
   int tile = opts.gemmTile;
 
   CudaKernel k = kernelFor(op, kSmallGemmSuffix + opts.kernelSuffix);
-  k.params = {{ParamKind::Activation, "x"},
-              {ParamKind::Weight, "w"},
-              {ParamKind::Workspace, "c"},
-              {ParamKind::Count, "count"}};
+  k.params = {{ParamKind::Activation, "x", "const __half *"},
+              {ParamKind::Weight, "w", "const __half *"},
+              {ParamKind::Workspace, "c", "float *"},
+              {ParamKind::Count, "count", "const int *"}};
   k.grid = {(n + kSmallGemmWarps - 1) / kSmallGemmWarps, 1, 1};
   k.rowAxis = 1;
   k.rowsPerBlock = tile;
@@ -55,9 +55,7 @@ llvm::Expected<CudaKernel> emitSmallGemm(Operation *op,
 // grid (ceil(N / WARPS), ceil(S / TILE)), block (32 * WARPS): a warp per
 // output column, TILE token rows per block
 extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
-     << k.entry << R"cuda((
-    const __half *__restrict__ x, const __half *__restrict__ w,
-    float *__restrict__ c, const int *__restrict__ count) {
+     << k.entry << "(" << kernelParameters(k) << R"cuda() {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int col = blockIdx.x * WARPS + warp;
   const long long row0 = (long long)blockIdx.y * TILE;
