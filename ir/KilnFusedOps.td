@@ -81,9 +81,11 @@ def Kiln_AttentionOp : Kiln_KernelOp<"attention", [Pure],
     kiln.softmax and kiln.pv compute it in four steps. query `[S, H*Dh]`,
     keys and values `[T, kv_heads*Dh]` (key t at position t), result
     `[S, H*Dh]`. With `rope(...)` the query is rotated as it is loaded.
-    `subtract_max` and `accumulator` state the numerics (defaults: true and
-    f32) and the verifier refuses anything else. Each kv head serves
-    `H / kv_heads` query heads without being copied.
+    The numerics are the op's meaning, not a choice: each row's maximum is
+    subtracted before the exponentials (an online softmax) and sums are
+    kept in f32, as both templates do; IR that asks otherwise (the
+    `subtract_max` or `accumulator` of kiln.softmax) is refused. Each kv
+    head serves `H / kv_heads` query heads without being copied.
 
     ```mlir
     %a = kiln.attention %q, %k, %v at %pos heads = 32, kv_heads = 8, scale = 0.088388 rope(theta = 1.000000e+04, layout = rotate_half) : tensor<?x4096xf16>, tensor<?x1024xf16>, tensor<?x1024xf16>, tensor<?xi32> -> tensor<?x4096xf16>
@@ -93,9 +95,7 @@ def Kiln_AttentionOp : Kiln_KernelOp<"attention", [Pure],
                        Kiln_Activation:$values, Kiln_Positions:$positions,
                        I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale,
                        OptionalAttr<F64Attr>:$rope_theta,
-                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout,
-                       DefaultValuedAttr<BoolAttr, "true">:$subtract_max,
-                       OptionalAttr<TypeAttr>:$accumulator);
+                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout);
   let results = (outs Kiln_Activation:$result);
   let assemblyFormat = [{
     $query `,` $keys `,` $values `at` $positions `heads` `=` $heads `,` `kv_heads` `=` $kv_heads

@@ -390,9 +390,15 @@ LogicalResult AttentionOp::verify() {
   if (getScale().convertToDouble() <= 0)
     return emitOpError() << "scale must be positive";
   if (failed(verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
-                             qWidth / getHeads())) ||
-      failed(verifySafeSoftmax(*this, getSubtractMax(), getAccumulator())))
+                             qWidth / getHeads())))
     return failure();
+  // Its numerics are fixed (safe softmax, f32 sums): a softmax's options
+  // carried onto it would otherwise be ignored in silence.
+  for (StringRef numerics : {"subtract_max", "accumulator"})
+    if ((*this)->hasAttr(numerics))
+      return emitOpError() << "always subtracts the row maximum and sums in "
+                              "f32: it takes no "
+                           << numerics;
   auto out = tensorType(getResult());
   if (out.getDimSize(1) != qWidth ||
       !compatible(out.getDimSize(0), tensorType(getQuery()).getDimSize(0)) ||

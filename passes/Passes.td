@@ -66,8 +66,9 @@ def KilnFuseSoftmax : Pass<"kiln-fuse-softmax", "::mlir::func::FuncOp"> {
     Query head h reads kv head h / (heads / kv_heads) in place, with no
     copy per query head, but each query head's blocks load it for
     themselves: a kv head is read once per query head, not once per group.
-    The softmax's numerics attributes carry over, so the verifier of the
-    attention op still refuses an unsafe softmax. The first does not fire
+    The softmax's verifier has refused an unsafe one (subtract_max =
+    false, a non-f32 accumulator) before: kiln.attention's numerics are
+    fixed and it takes no such attributes. The first does not fire
     when the exponentials or their sum have another user (when the
     subtraction or the maximum has one, the softmax is of the difference,
     which stays); the second does not fire when the scores, masked scores

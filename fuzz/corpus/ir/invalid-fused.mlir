@@ -18,7 +18,7 @@ func.func @softmax_f16_accumulator(%s: tensor<4x?x?xf32>) {
 // -----
 
 func.func @attention_f16_accumulator(%q: tensor<?x64xf16>, %k: tensor<?x32xf16>, %pos: tensor<?xi32>) {
-  // expected-error @+1 {{'kiln.attention' op accumulates in 'f16'; softmax must accumulate in f32}}
+  // expected-error @+1 {{'kiln.attention' op always subtracts the row maximum and sums in f32: it takes no accumulator}}
   %a = kiln.attention %q, %k, %k at %pos heads = 4, kv_heads = 2, scale = 0.25 {accumulator = f16} : tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32> -> tensor<?x64xf16>
   return
 }
@@ -26,7 +26,7 @@ func.func @attention_f16_accumulator(%q: tensor<?x64xf16>, %k: tensor<?x32xf16>,
 // -----
 
 func.func @attention_without_max_subtraction(%q: tensor<?x64xf16>, %k: tensor<?x32xf16>, %pos: tensor<?xi32>) {
-  // expected-error @+1 {{'kiln.attention' op must subtract the row maximum}}
+  // expected-error @+1 {{'kiln.attention' op always subtracts the row maximum and sums in f32: it takes no subtract_max}}
   %a = kiln.attention %q, %k, %k at %pos heads = 4, kv_heads = 2, scale = 0.25 {subtract_max = false} : tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32> -> tensor<?x64xf16>
   return
 }
