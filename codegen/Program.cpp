@@ -211,63 +211,60 @@ public:
   }
 
 private:
-  /// The arguments of `op`'s kernel, in its parameter order.
+  /// The arguments of `op`'s kernel, in its parameter order, bound by each
+  /// parameter's kind: activations to the op's tensors in the arena (its
+  /// operands that kernels produced, then its results, in order), weights
+  /// to its weight operands, caches to its cache layer in the pool, the
+  /// rest to their regions. Every tensor of the op must be used.
   std::vector<Argument> arguments(Operation &op, const CudaKernel &k) {
-    std::vector<Argument> args;
-    if (auto qkv = dyn_cast<FusedQKVOp>(op)) {
-      args = {b.bind(qkv.getInput())};
-      args.push_back(k.afterGemm ? Argument(Region::Workspace)
-                                 : b.bind(qkv.getWeight()));
-      args.insert(args.end(), {b.cache(qkv.getLayer(), false),
-                               b.cache(qkv.getLayer(), true),
-                               {Region::BlockTable},
-                               {Region::RowSequence},
-                               {Region::Positions}});
-      if (k.afterGemm)
-        args.push_back({Region::Count});
-      args.push_back(b.bind(qkv.getQuery()));
-    } else if (auto att = dyn_cast<AttentionOp>(op)) {
-      auto read = att.getKeys().getDefiningOp<KVReadOp>();
-      if (!read || att.getValues().getDefiningOp() != read.getOperation()) {
-        b.error = "attention " + k.provenance +
-                  " must read its keys and values from one kiln.kv_read";
-        return {};
-      }
-      // Both templates: q and out, the layer's cache, and step inputs.
-      bool query = true;
-      for (const KernelParam &param : k.params) {
-        switch (param.kind) {
-        case ParamKind::Activation:
-          args.push_back(b.bind(query ? att.getQuery() : att.getResult()));
-          query = false;
-          break;
-        case ParamKind::KCache:
-        case ParamKind::VCache:
-          args.push_back(
-              b.cache(read.getLayer(), param.kind == ParamKind::VCache));
-          break;
-        default:
-          args.push_back({regionOf(param.kind)});
-        }
-      }
-    } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
-      args = {b.bind(emb.getTokens()), b.bind(emb.getTable()),
-              b.bind(emb.getResult())};
-    } else if (k.afterGemm) {
-      // Prefill's matmul epilogues: x, C, the residual, count, the results.
-      args = {b.bind(op.getOperand(0)), {Region::Workspace}};
-      for (Value v : op.getOperands().drop_front(2))
-        args.push_back(b.bind(v));
-      args.push_back({Region::Count});
-      for (Value r : op.getResults())
-        args.push_back(b.bind(r));
-    } else {
-      // Decode's GEMVs: x, w (and the residual), then the results.
-      for (Value v : op.getOperands())
-        args.push_back(b.bind(v));
-      for (Value r : op.getResults())
-        args.push_back(b.bind(r));
+    SmallVector<Value> activations, weights;
+    for (Value v : op.getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (isa_and_nonnull<WeightOp, PackedWeightOp>(def))
+        weights.push_back(v);
+      else if (def && !isa<KVReadOp>(def) && isa<RankedTensorType>(v.getType()))
+        activations.push_back(v); // not a step input, not the cache
     }
+    for (Value r : op.getResults())
+      if (isa<RankedTensorType>(r.getType()))
+        activations.push_back(r);
+    std::optional<int64_t> layer = cast<KernelOpInterface>(op).getCacheLayer();
+    std::vector<Argument> args;
+    size_t activation = 0, weight = 0;
+    for (const KernelParam &param : k.params) {
+      switch (param.kind) {
+      case ParamKind::Activation:
+        if (activation < activations.size())
+          args.push_back(b.bind(activations[activation]));
+        ++activation;
+        break;
+      case ParamKind::Weight:
+        if (weight < weights.size())
+          args.push_back(b.bind(weights[weight]));
+        ++weight;
+        break;
+      case ParamKind::KCache:
+      case ParamKind::VCache:
+        if (!layer) {
+          b.error = "kernel " + k.kernel + " reads a cache, '" +
+                    op.getName().getStringRef().str() + "' names no layer";
+          return {};
+        }
+        args.push_back(b.cache(*layer, param.kind == ParamKind::VCache));
+        break;
+      default:
+        args.push_back({regionOf(param.kind)});
+      }
+    }
+    // A GEMM's epilogue leaves the weight to the GEMM before it.
+    size_t usedWeights = k.afterGemm ? weights.size() : weight;
+    if (activation != activations.size() || weight > weights.size() ||
+        usedWeights != weights.size())
+      b.error = "kernel " + k.kernel + " takes " + std::to_string(activation) +
+                " activations and " + std::to_string(weight) + " weights, '" +
+                op.getName().getStringRef().str() + "' has " +
+                std::to_string(activations.size()) + " and " +
+                std::to_string(weights.size());
     return args;
   }
 

@@ -44,6 +44,14 @@ def Kiln_KernelOpInterface : OpInterface<"KernelOpInterface"> {
                                         ConcreteOp::kNamedByMnemonic);
       }]>,
     InterfaceMethod<[{
+        The layer of the KV cache the op's kernel reads or writes (its
+        KCache and VCache parameters are bound to that layer's keys and
+        values in the pool); none by default.
+      }],
+      "std::optional<int64_t>", "getCacheLayer", (ins), [{}], [{
+        return std::nullopt;
+      }]>,
+    InterfaceMethod<[{
         The HBM traffic and arithmetic of the op's kernel, from its types,
         dynamic dimensions counting as `shape`'s tokens and keys. By default
         every operand read once (weights, cached keys and values and

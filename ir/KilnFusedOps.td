@@ -73,7 +73,7 @@ def Kiln_FusedLinearOp : Kiln_KernelOp<"fused_linear", [Pure],
 
 def Kiln_AttentionOp : Kiln_KernelOp<"attention", [Pure],
     "prefill_attention", "decode_attention", "decode_attention", 1,
-    ["getKernelCost"]> {
+    ["getKernelCost", "getCacheLayer"]> {
   let summary = "causal attention with a safe online softmax, RoPE on Q at load";
   let description = [{
     `softmax(causal_mask(scale · rope(query) · keysᵀ)) · values` per head,
@@ -108,7 +108,7 @@ def Kiln_AttentionOp : Kiln_KernelOp<"attention", [Pure],
 
 def Kiln_FusedQKVOp : Kiln_KernelOp<"fused_qkv", [Pure, AllTypesMatch<["cache", "cache_out"]>],
     "qkv_epilogue", "qkv_gemv", "qkv_epilogue", 0,
-    ["getKernelCost", "getKernelName"]> {
+    ["getKernelCost", "getKernelName", "getCacheLayer"]> {
   let summary = "the QKV matmul that writes K and V into the cache itself";
   let description = [{
     One kernel for the first half of attention's inputs: `y = prologue(input)

@@ -433,5 +433,15 @@ LogicalResult FusedQKVOp::verify() {
                          cache.getHeadDim());
 }
 
+std::optional<int64_t> FusedQKVOp::getCacheLayer() { return getLayer(); }
+
+std::optional<int64_t> AttentionOp::getCacheLayer() {
+  // Its keys and values are one kv_read's view of a layer of the cache.
+  auto read = getKeys().getDefiningOp<KVReadOp>();
+  if (!read || getValues().getDefiningOp() != read.getOperation())
+    return std::nullopt;
+  return read.getLayer();
+}
+
 #define GET_OP_CLASSES
 #include "ir/KilnOps.cpp.inc"
