@@ -177,10 +177,12 @@ llvm::Expected<QkvShape> qkvShape(mlir::Operation *op,
 
 /// kiln.attention's heads and the CUDA both of its templates start with:
 /// the RoPE table and the constants H, KVH, DH, GROUP, BLOCK_SIZE,
-/// TABLE_BLOCKS, DPL, ROPE, INTERLEAVED and SCALE.
+/// TABLE_BLOCKS, DPL, ROPE, INTERLEAVED and SCALE; and the parameters both
+/// take first (q, the layer's cache, the tables, positions, count, out).
 struct AttentionShape {
   int64_t heads = 0, kvHeads = 0, dh = 0;
   std::string header;
+  std::vector<KernelParam> params;
 };
 llvm::Expected<AttentionShape> attentionShape(mlir::Operation *op);
 

@@ -35,6 +35,14 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   s.heads = att.getHeads();
   s.kvHeads = att.getKvHeads();
   s.dh = q.getDimSize(1) / s.heads;
+  s.params = {{ParamKind::Activation, "q", "const __half *"},
+              {ParamKind::KCache, "k_cache", "const __half *"},
+              {ParamKind::VCache, "v_cache", "const __half *"},
+              {ParamKind::BlockTable, "block_table", "const int *"},
+              {ParamKind::RowSequence, "seqs", "const int *"},
+              {ParamKind::Positions, "positions", "const int *"},
+              {ParamKind::Count, "count", "const int *"},
+              {ParamKind::Activation, "out", "__half *"}};
   bool rope = att.getRopeTheta().has_value();
   bool interleaved = rope && *att.getRopeLayout() == RopeLayout::interleaved;
   llvm::raw_string_ostream os(s.header);
@@ -67,16 +75,10 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
 
   CudaKernel k =
       kernelFor(op, std::string(batch ? kBatchSuffix : "") + opts.kernelSuffix);
-  k.params = {{ParamKind::Activation, "q", "const __half *"},
-              {ParamKind::KCache, "k_cache", "const __half *"},
-              {ParamKind::VCache, "v_cache", "const __half *"},
-              {ParamKind::BlockTable, "block_table", "const int *"},
-              {ParamKind::RowSequence, "seqs", "const int *"},
-              {ParamKind::Positions, "positions", "const int *"},
-              {ParamKind::Count, "count", "const int *"},
-              {ParamKind::Activation, "out", "__half *"},
-              {ParamKind::Workspace, "workspace", "float *"},
-              {ParamKind::Counters, "counters", "unsigned *"}};
+  k.params = shape->params;
+  k.params.insert(k.params.end(),
+                  {{ParamKind::Workspace, "workspace", "float *"},
+                   {ParamKind::Counters, "counters", "unsigned *"}});
   // Key splits: --kernel-options kv-splits, else enough blocks of all the
   // rows' heads to fill the GPU twice (fewer splits for larger batches).
   k.grid = {heads, std::max(opts.kvSplits, 1), 1};

@@ -34,14 +34,7 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
   int warps = opts.attentionWarps, rows = opts.prefillAttentionRows;
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
-  k.params = {{ParamKind::Activation, "q", "const __half *"},
-              {ParamKind::KCache, "k_cache", "const __half *"},
-              {ParamKind::VCache, "v_cache", "const __half *"},
-              {ParamKind::BlockTable, "block_table", "const int *"},
-              {ParamKind::RowSequence, "seqs", "const int *"},
-              {ParamKind::Positions, "positions", "const int *"},
-              {ParamKind::Count, "count", "const int *"},
-              {ParamKind::Activation, "out", "__half *"}};
+  k.params = shape->params;
   k.grid = {1, heads, 1};
   k.rowAxis = 0;
   k.rowsPerBlock = warps * rows;
