@@ -128,6 +128,16 @@ bounded() {
 # skipped LOG: whether the run that wrote LOG never started. A step the
 # budget left out is reported as such, not as kiln's failure.
 skipped() { [ "$(tail -1 "$1" 2>/dev/null)" = "$skip" ]; }
+# not_run LOG: `result` for a run that did not succeed: the budget's skip
+# (not a failure), else FAIL with the run's last line (and status 1).
+not_run() {
+  if skipped "$1"; then
+    result=$skip
+  else
+    status=1
+    result="FAIL: $(tail -1 "$1")"
+  fi
+}
 
 if [ "$device" = emu ]; then
   say "## GPU check, emu dry run ($(date -u +%F))"
@@ -218,11 +228,8 @@ for m in $fixtures; do
         --max-new-tokens "$count" --dump-logits "$dump" >"$1" 2>&1; then
         result=$(python3 test/compare_logits.py \
           "$fixture/expected.safetensors" "$dump" 5e-2)
-      elif skipped "$1"; then
-        result=$skip
-        return 1
       else
-        result="FAIL: $(tail -1 "$1")"
+        not_run "$1"
         return 1
       fi
     }
@@ -290,11 +297,8 @@ for m in $fixtures; do
             result="$joined; $result"
           fi
         fi
-      elif skipped "$log"; then
-        result=$skip
       else
-        status=1
-        result="FAIL: $(tail -1 "$log")"
+        not_run "$log"
       fi
       say "| $m | $what | $graphs | $(cell "$result") |"
     done
@@ -327,11 +331,8 @@ for graphs in $graph_modes; do
     --dump-logits "${log%.txt}.safetensors" >"$log" 2>&1; then
     result=$(python3 bench/gpu_batch.py tokens "$log" \
       "${log%.txt}.safetensors") || status=1
-  elif skipped "$log"; then
-    result=$skip
   else
-    status=1
-    result="FAIL: $(tail -1 "$log")"
+    not_run "$log"
   fi
   say "| $graphs | $(cell "$result") |"
   rm -f "${log%.txt}".*.safetensors # llama2-7b's: too big for the logs

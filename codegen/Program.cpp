@@ -1,7 +1,6 @@
 //===- Program.cpp - bind every kernel argument of prefill and decode -----===//
 #include "codegen/Program.h"
 #include "ir/KilnOps.h"
-#include "runtime/Bundle.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -36,23 +35,6 @@ Region regionOf(ParamKind kind) {
     return Region::RowSequence;
   default: // activations, weights and caches are bound by the op
     return Region::Arena;
-  }
-}
-
-/// Whether an argument in `region` can be what a parameter of `kind` is:
-/// the check that the op's binding and the kernel's parameters agree.
-bool binds(ParamKind kind, Region region) {
-  switch (kind) {
-  case ParamKind::Activation: // an arena buffer, or a step input as is
-    return region == Region::Arena || region == Region::Tokens ||
-           region == Region::Positions;
-  case ParamKind::Weight:
-    return region == Region::Weight;
-  case ParamKind::KCache:
-  case ParamKind::VCache:
-    return region == Region::Pool;
-  default:
-    return region == regionOf(kind);
   }
 }
 
@@ -182,15 +164,6 @@ public:
       p.counters = std::max(p.counters, blocks * k.countersPerBlock);
       if (!b.error.empty())
         return llvm::createStringError(b.error);
-      if (l.args.size() != k.params.size())
-        return llvm::createStringError(
-            "kernel " + kernel + " takes " + std::to_string(k.params.size()) +
-            " arguments, the op gives " + std::to_string(l.args.size()));
-      for (size_t i = 0; i < l.args.size(); ++i)
-        if (!binds(k.params[i].kind, l.args[i].region))
-          return llvm::createStringError(
-              "kernel " + kernel + "'s parameter " + k.params[i].name +
-              " is bound to the " + regionName(l.args[i].region) + " region");
       out.push_back(std::move(l));
     }
     // Sampling on the device, after the logits: the last row of a prefill,

@@ -135,9 +135,14 @@ void *EmuDevice::address(const Argument &a) {
 absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
   static const bool named = (nameFaults(), true);
   (void)named;
-  for (const Launch &l : launches) {
-    launchName_ = describeLaunch(l, launches) + "\n";
-    runningLaunch.store(launchName_.c_str());
+  // Each plan's launches described once, for a fault's message.
+  std::vector<std::string> &names = launchNames_[&launches];
+  if (names.empty())
+    for (const Launch &l : launches)
+      names.push_back(describeLaunch(l, launches) + "\n");
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const Launch &l = launches[i];
+    runningLaunch.store(names[i].c_str());
     auto began = std::chrono::steady_clock::now();
     std::vector<void *> args;
     for (const Argument &a : l.args)

@@ -42,7 +42,8 @@ private:
                    float *c);
 
   std::vector<EmuLaunchFn> kernels_;
-  std::string launchName_; // the running launch, for a fault's message
+  // Each plan's launches as a fault names them (by plan).
+  std::map<const std::vector<Launch> *, std::vector<std::string>> launchNames_;
   std::map<std::string, std::vector<uint16_t>> weights_; // f16 bits
   std::vector<uint8_t> arena_, pool_;
   std::vector<float> workspace_;
