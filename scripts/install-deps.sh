@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kiln builds against (idempotent: does nothing
-# when they are all present). CUDA is expected in /usr/local/cuda.
+# Installs the Debian packages kiln builds against, then cuobjdump and
+# nvdisasm for the SASS audit (install-sass-tools.sh); idempotent: does
+# nothing when they are all present. CUDA is expected in /usr/local/cuda.
 set -euo pipefail
-pkgs=(cmake ninja-build ccache g++ python3 python3-numpy
+pkgs=(cmake ninja-build ccache g++ python3 python3-numpy python3-venv
       libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools clang-19 lld-19
       libabsl-dev nlohmann-json3-dev libboost-context-dev libgraphviz-dev graphviz pkg-config libgtest-dev
       libsentencepiece-dev sentencepiece libclang-rt-19-dev)
@@ -20,3 +21,4 @@ if [ ! -d /usr/local/cuda ]; then
   echo "kiln: the CUDA toolkit is expected in /usr/local/cuda" >&2
   exit 1
 fi
+"$(dirname "$0")/install-sass-tools.sh"

@@ -1,4 +1,5 @@
 //===- Inspect.cpp - kiln inspect: a bundle, readably ---------------------===//
+#include "inspect/SassAudit.h"
 #include "runtime/Bundle.h"
 #include "runtime/SafeTensors.h"
 #include "tools/kiln/Commands.h"
@@ -13,6 +14,54 @@ namespace kiln {
 namespace {
 cl::opt<std::string> bundlePath(cl::Positional, cl::desc("BUNDLE"),
                                 cl::Required, cl::sub(inspectCommand()));
+cl::opt<bool>
+    sassFlag("sass",
+             cl::desc("Audit each kernel's SASS: registers, spills, occupancy, "
+                      "instruction mix, loads in flight (docs/sass-audit.md)"),
+             cl::sub(inspectCommand()));
+cl::opt<bool> sassJsonFlag("sass-json",
+                           cl::desc("The SASS audit as JSON, for programs"),
+                           cl::sub(inspectCommand()));
+cl::list<std::string> sassExpectFlag(
+    "sass-expect",
+    cl::desc("With --sass or --sass-json: fail (exit 1) unless every "
+             "matching kernel meets it, e.g. 'decode.*: spill_bytes == 0'"),
+    cl::value_desc("KERNELS[@TARGET]: METRIC[+METRIC] OP NUMBER"),
+    cl::sub(inspectCommand()));
+
+/// kiln inspect --sass / --sass-json: the audit, then the expectations.
+int runSassAudit(const Bundle &bundle) {
+  for (const std::string &expectation : sassExpectFlag)
+    if (auto form = sass::checkExpectation({}, expectation); !form.ok())
+      return fail(form.status(), 2);
+  auto tools = sass::findTools();
+  if (!tools.ok())
+    return fail(tools.status());
+  auto audits = sass::auditBundle(bundle, *tools);
+  if (!audits.ok())
+    return fail(audits.status());
+  if (sassJsonFlag)
+    llvm::outs() << sass::formatJson(*audits);
+  else
+    llvm::outs() << "kiln SASS audit of " << bundlePath << " ("
+                 << audits->size() << " kernel images)\n"
+                 << sass::formatTable(*audits);
+  llvm::outs().flush();
+  int broken = 0;
+  for (const std::string &expectation : sassExpectFlag) {
+    auto lines = sass::checkExpectation(*audits, expectation);
+    if (!lines.ok())
+      return fail(lines.status(), 2);
+    for (const std::string &line : *lines)
+      llvm::errs() << "kiln: expectation '" << expectation
+                   << "' fails: " << line << "\n";
+    broken += int(lines->size());
+  }
+  if (broken)
+    return fail(absl::FailedPreconditionError(
+        std::to_string(broken) + " SASS expectation(s) fail (above)"));
+  return 0;
+}
 
 void printLaunches(const Program &p, const std::vector<Launch> &launches) {
   auto &os = llvm::outs();
@@ -44,6 +93,12 @@ int runInspect() {
   auto bundle = readBundle(bundlePath);
   if (!bundle.ok())
     return fail(bundle.status());
+  if (sassFlag || sassJsonFlag)
+    return runSassAudit(*bundle);
+  if (!sassExpectFlag.empty())
+    return fail(
+        absl::InvalidArgumentError("--sass-expect needs --sass or --sass-json"),
+        2);
   const Program &p = bundle->program;
   const LlamaConfig &c = bundle->config;
   auto &os = llvm::outs();

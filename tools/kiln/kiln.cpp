@@ -4,7 +4,7 @@
 //   kiln run [MODEL] --prompt-ids 1,2,3 [--max-new-tokens N] [--device ref]
 //            [--dump-logits OUT.safetensors]
 //   kiln run model.kiln --weights FOLDER --prompt-ids ... [--device emu]
-//   kiln inspect model.kiln
+//   kiln inspect model.kiln [--sass | --sass-json] [--sass-expect ...]
 //   kiln cache list | explain DIGEST DIGEST | clear
 //   kiln tune [MODEL | BUNDLE] --seq-lens 1,2,4,... [--batch 1,8,32]
 //             --tuning-db FILE [--families ...] [--plot-dir DIR]
