@@ -92,6 +92,9 @@ struct KernelParam {
   std::string type; // "const __half *", "float *", ...
 };
 
+/// The most splits a launch's fillBlocks makes of a task.
+constexpr int64_t kMaxFillSplits = 128;
+
 /// One kernel: its CUDA C++ (a whole NVRTC translation unit), the entry
 /// point, its parameters and how to launch it.
 struct CudaKernel {
@@ -106,9 +109,12 @@ struct CudaKernel {
   int64_t counters = 0;        // Counters size, when the kernel has one
   /// Scratch that grows with the grid: per block of a launch.
   int64_t workspacePerBlock = 0, countersPerBlock = 0;
-  /// > 0: grid axis 1 splits each task until the launch has about this
-  /// many blocks (1 to 16 splits); the kernel reads gridDim.y.
+  /// > 0: grid axis 1 splits each task into as many as the launch holds
+  /// without passing this many blocks (1 to kMaxFillSplits splits); the
+  /// kernel reads gridDim.y.
   int64_t fillBlocks = 0;
+  /// With fillBlocks: at most this many splits (> 0).
+  int64_t maxSplits = kMaxFillSplits;
   /// Prefill kernels: grid axis `rowAxis` covers the step's tokens,
   /// `rowsPerBlock` to a block; the launch sizes it for each bucket.
   int rowAxis = -1;
@@ -124,7 +130,7 @@ struct CudaKernel {
       g[rowAxis] = (tokens + rowsPerBlock - 1) / rowsPerBlock;
     if (fillBlocks > 0) {
       int64_t tasks = g[0] * g[2];
-      g[1] = std::clamp<int64_t>((fillBlocks + tasks - 1) / tasks, 1, 16);
+      g[1] = std::clamp<int64_t>(fillBlocks / tasks, 1, maxSplits);
     }
     return g;
   }
@@ -220,6 +226,24 @@ llvm::Expected<CudaKernel> emitQkvGemv(mlir::Operation *op,
 llvm::Expected<CudaKernel> emitDecodeAttention(mlir::Operation *op,
                                                const CodegenOptions &opts,
                                                bool batch = false);
+/// Decode attention's tiling of a head of `dh` halves (a KV group of
+/// `group` query heads): a lane loads `vec` halves of a key at a time (16
+/// bytes at 8), `lanesPerKey` lanes cover the key's `chunks` loads
+/// (`chunksPerLane` each), so a load of the warp reads `keysPerLoad` keys
+/// and a tile of `unroll` loads keeps keysPerTile() keys in flight; `warps`
+/// a block, at least `minBlocks` an SM (__launch_bounds__).
+struct DecodeAttentionTiling {
+  int vec = 8, chunks = 0, lanesPerKey = 0, chunksPerLane = 0;
+  int keysPerLoad = 0, unroll = 0, warps = 0, minBlocks = 1;
+  int keysPerTile() const { return keysPerLoad * unroll; }
+};
+DecodeAttentionTiling decodeAttentionTiling(int64_t dh, int64_t group,
+                                            const CodegenOptions &opts);
+/// Decode attention's splits of a row with `keys` keys on a grid of
+/// `gridSplits`: all of them with a fixed kv-splits, else at least a tile
+/// a warp.
+int64_t decodeAttentionSplits(const DecodeAttentionTiling &t,
+                              int64_t gridSplits, int64_t keys, bool fixed);
 /// gemm-algo for kiln's own GEMM (emitSmallGemm) in place of cuBLAS's.
 constexpr int kSmallGemmAlgo = -2;
 /// Its kernel is the epilogue op's kiln.kernel with this suffix; it has

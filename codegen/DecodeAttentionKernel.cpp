@@ -1,26 +1,34 @@
 //===- DecodeAttentionKernel.cpp - kiln.attention for one new token -------===//
 //
-// Split-KV flash decoding, for one new token of each of `rows` sequences:
-// decode's one row, or a batch's (the batched decode plans run it on
-// @prefill's attention, whose rows are then sequences of their own, each
-// with its table, position and scratch). Block (h, split, row) takes query
-// head h of the row and one chunk of the row's keys; each warp walks every
-// WARPS-th key of the chunk with an online softmax (running max m, sum l,
-// weighted values acc in fp32), the warps merge in shared memory, and with
-// several splits the last block of a head to finish (an atomic ticket) merges
-// the splits' partials. Query head h reads kv head h / GROUP: grouped-query
-// attention copies nothing. RoPE is applied to q as it is loaded; the scale is
-// folded into q.
+// Flash decoding, for one new token of each of `rows` sequences: decode's
+// one row, or a batch's (the batched decode plans run it on @prefill's
+// attention, whose rows are then sequences of their own, each with its
+// table, position and scratch). Block (kvh, split, row) serves all GROUP
+// query heads of KV head kvh, so each key and value is loaded once for the
+// group, over one split of the row's keys. A lane loads VEC halves (16
+// bytes) of a key at a time; LPK lanes cover a key, so one load of the warp
+// reads KPW keys and UNROLL of them keep KEYS keys in flight. A warp walks
+// its own contiguous run of tiles of KEYS keys, reading the block table once
+// a page, with an online softmax in fp32 (running max m, sum l, weighted
+// values acc) per head and per key of a load; the keys of a load merge by
+// shuffles, the warps in shared memory, and with several splits the last
+// block of a group to finish (an atomic ticket) merges the splits' partials.
+// The number of splits follows the context: at least a tile a warp, at most
+// the grid's (enough blocks for 16 warps an SM). RoPE is applied to q as it
+// is staged; the scale and log2(e) are folded into q (exp2 below).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
+#include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 
@@ -64,14 +72,85 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   return s;
 }
 
+DecodeAttentionTiling decodeAttentionTiling(int64_t dh, int64_t group,
+                                            const CodegenOptions &opts) {
+  DecodeAttentionTiling t;
+  t.vec = vectorWidth(dh, opts.maxVectorWidth);
+  t.chunks = int(dh / t.vec);
+  t.lanesPerKey = 1;
+  while (t.lanesPerKey < std::min(t.chunks, 32))
+    t.lanesPerKey *= 2;
+  t.chunksPerLane = (t.chunks + t.lanesPerKey - 1) / t.lanesPerKey;
+  t.keysPerLoad = 32 / t.lanesPerKey;
+  // A warp has two tiles' loads in flight (the next is loaded while one is
+  // computed): 8 keys, or fewer where a lane's registers would not hold
+  // them at 16 warps an SM (128 a thread). A lane's registers,
+  // about: the group's sums (acc, and a score a key), both tiles' keys and
+  // values (a register per two halves), the query and 40 more.
+  int lane = t.chunksPerLane * t.vec;
+  auto registers = [&](int unroll) {
+    return int(group * lane + group * unroll + 2 * unroll * lane + lane + 40);
+  };
+  t.unroll = std::max(1, 8 / (2 * t.keysPerLoad * t.chunksPerLane));
+  while (t.unroll > 1 && registers(t.unroll) > 128)
+    t.unroll /= 2;
+  // The warps' partials in shared memory: at most 32 KB of them.
+  t.warps = int(std::clamp<int64_t>(8192 / (group * dh), 1,
+                                    std::max(opts.attentionWarps, 1)));
+  // As many blocks an SM as the registers hold (65536, in 8 a thread), up
+  // to 32 warps: ptxas is held to them (__launch_bounds__), and the grid
+  // is one wave of them.
+  int perBlock = (registers(t.unroll) + 7) / 8 * 8 * 32 * t.warps;
+  t.minBlocks = std::clamp(65536 / perBlock, 1, std::max(1, 32 / t.warps));
+  return t;
+}
+
+int64_t decodeAttentionSplits(const DecodeAttentionTiling &t,
+                              int64_t gridSplits, int64_t keys, bool fixed) {
+  if (fixed)
+    return gridSplits;
+  int64_t tiles = (keys + t.keysPerTile() - 1) / t.keysPerTile();
+  return std::clamp<int64_t>((tiles + t.warps - 1) / t.warps, 1, gridSplits);
+}
+
+/// The most keys a sequence has: its whole table of blocks.
+static int64_t poolTokens(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (auto pool = module ? module->getAttrOfType<KVPoolAttr>("kiln.kv_pool")
+                         : KVPoolAttr())
+    return pool.getTableBlocks() * pool.getBlockSize();
+  auto fn = op->getParentOfType<FunctionOpInterface>();
+  for (Type t : fn ? fn.getArgumentTypes() : ArrayRef<Type>())
+    if (auto cache = dyn_cast<KVCacheType>(t))
+      return cache.getCapacity();
+  return kMaxFillSplits * 1024; // unknown: no limit from the context
+}
+
+/// RoPE's turns per position of each pair i, theta^(-2i/DH) / (2 pi), as
+/// the sum of two floats (computed in double): the kernel reduces the angle
+/// exactly, so no sincosf slow path (and its local array) is needed.
+static std::string ropeTurnsTable(int64_t dh, std::optional<double> theta) {
+  std::string s = "__constant__ float kiln_rope_turns[" +
+                  std::to_string(theta ? dh / 2 : 1) + "][2] = {";
+  for (int64_t i = 0; theta && i < dh / 2; ++i) {
+    double turns =
+        std::pow(*theta, -2.0 * double(i) / double(dh)) / (2.0 * M_PI);
+    float hi = float(turns);
+    s += (i ? ", {" : "{") + floatLiteral(hi) + ", " +
+         floatLiteral(float(turns - double(hi))) + "}";
+  }
+  return s + (theta ? "" : "{0.0f, 0.0f}") + "};\n";
+}
+
 llvm::Expected<CudaKernel>
 emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
   auto shape = attentionShape(op);
   if (!shape)
     return shape.takeError();
-  int64_t heads = shape->heads, dh = shape->dh;
-  // Enough warps that one thread per head dimension can merge them.
-  int warps = std::max<int>(opts.attentionWarps, int((dh + 31) / 32));
+  auto att = cast<AttentionOp>(op);
+  int64_t kvHeads = shape->kvHeads, dh = shape->dh;
+  int64_t group = shape->heads / kvHeads;
+  DecodeAttentionTiling t = decodeAttentionTiling(dh, group, opts);
 
   CudaKernel k =
       kernelFor(op, std::string(batch ? kBatchSuffix : "") + opts.kernelSuffix);
@@ -79,156 +158,375 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
   k.params.insert(k.params.end(),
                   {{ParamKind::Workspace, "workspace", "float *"},
                    {ParamKind::Counters, "counters", "unsigned *"}});
-  // Key splits: --kernel-options kv-splits, else enough blocks of all the
-  // rows' heads to fill the GPU twice (fewer splits for larger batches).
-  k.grid = {heads, std::max(opts.kvSplits, 1), 1};
-  if (opts.kvSplits <= 0)
-    k.fillBlocks = 2 * opts.smCount;
+  // Key splits: --kernel-options kv-splits (that many at every context),
+  // else one wave of blocks of all the rows' groups, of which a row uses as
+  // many as its context fills.
+  k.grid = {kvHeads, std::max(opts.kvSplits, 1), 1};
+  if (opts.kvSplits <= 0) {
+    k.fillBlocks = int64_t(t.minBlocks) * opts.smCount;
+    k.maxSplits = decodeAttentionSplits(t, kMaxFillSplits, poolTokens(op),
+                                        /*fixed=*/false);
+  }
   k.rowAxis = 2;
-  k.blockThreads = 32 * warps;
-  k.workspacePerBlock = dh + 2;
+  k.blockThreads = 32 * t.warps;
+  k.workspacePerBlock = group * (dh + 2);
   k.countersPerBlock = 1;
 
+  std::optional<double> theta;
+  if (att.getRopeTheta())
+    theta = att.getRopeTheta()->convertToDouble();
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
-  os << shape->header;
-  os << "constexpr int WARPS = " << warps << ";\n";
-  os << R"cuda(
+  os << shape->header << ropeTurnsTable(dh, theta);
+  os << "constexpr int WARPS = " << t.warps << ", MIN_BLOCKS = " << t.minBlocks
+     << ";\n";
+  os << "constexpr int VEC = " << t.vec << ", CHUNKS = " << t.chunks
+     << ", LPK = " << t.lanesPerKey << ", CPL = " << t.chunksPerLane
+     << ", KPW = " << t.keysPerLoad << ", UNROLL = " << t.unroll
+     << ", KEYS = " << t.keysPerTile() << ";\n";
+  os << "constexpr bool AUTO_SPLITS = "
+     << (opts.kvSplits <= 0 ? "true" : "false") << ";\n";
+  os << R"cuda(// A key is CHUNKS loads of VEC halves; LPK lanes cover it, CPL chunks each
+// (lanes past CHUNKS idle), so a load of the warp reads KPW keys and a tile
+// of UNROLL loads keeps KEYS keys in flight. A tile lies in one page of the
+// pool when KEYS divides BLOCK_SIZE.
+constexpr bool FULL = CHUNKS == LPK * CPL, PAGED = BLOCK_SIZE % KEYS == 0;
+constexpr float LOG2E = 1.442695041f;
+
+// The bits of VEC halves, one load.
+template <int W> struct kiln_kv_bits {
+  using type = typename kiln_halves<W>::type;
+};
+template <> struct kiln_kv_bits<1> { using type = __half; };
+using kiln_kv = kiln_kv_bits<VEC>::type;
+
+template <int W>
+__device__ __forceinline__ void kiln_kv_floats(
+    const typename kiln_kv_bits<W>::type &raw, float *f) {
+  if constexpr (W == 1) {
+    f[0] = __half2float(raw);
+  } else {
+    const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < W / 2; ++i) {
+      const float2 t = __half22float2(h[i]);
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    }
+  }
+}
+
+// sin and cos of 2 pi r for |r| <= 1/2 (and a little): sincospif reduces
+// exactly, without sincosf's Payne-Hanek path and its local array.
+__device__ __forceinline__ void kiln_sincos_turns(float r, float *s,
+                                                  float *c) {
+#ifdef KILN_CUDA_EMU_H
+  const double a = 6.283185307179586 * r;
+  *s = float(sin(a));
+  *c = float(cos(a));
+#else
+  sincospif(2.0f * r, s, c);
+#endif
+}
+
+// Element d of one head's query, rotated by RoPE at position pos: the
+// position's turns pos * (hi + lo), the whole turns of pos * hi dropped
+// exactly (fmaf keeps the product's rounding error).
+__device__ __forceinline__ float kiln_decode_rope(const __half *head, int d,
+                                                  int pos) {
+  const bool first = INTERLEAVED ? d % 2 == 0 : d < DH / 2;
+  const int i = INTERLEAVED ? d / 2 : (first ? d : d - DH / 2);
+  const int partner =
+      INTERLEAVED ? (d ^ 1) : (first ? d + DH / 2 : d - DH / 2);
+  const float p = float(pos), hi = p * kiln_rope_turns[i][0];
+  const float r = (hi - rintf(hi)) + fmaf(p, kiln_rope_turns[i][0], -hi) +
+                  p * kiln_rope_turns[i][1];
+  float s, c;
+  kiln_sincos_turns(r, &s, &c);
+  const float x = __half2float(head[d]), y = __half2float(head[partner]);
+  return first ? x * c - y * s : y * s + x * c;
+}
+
+// Tile t's keys and values for this lane (key `slot` of each load, chunk
+// `part`): UNROLL keys, CPL chunks each. A key from kend on loads the
+// tile's first key instead (its score is masked); in a page (`block`), the
+// keys of a tile lie KPW slots apart.
+__device__ __forceinline__ void
+kiln_load_tile(const __half *__restrict__ k_cache,
+               const __half *__restrict__ v_cache, const int *table,
+               long long block, int t, int kend, int kvh, int slot, int part,
+               kiln_kv (&kr)[UNROLL][CPL], kiln_kv (&vr)[UNROLL][CPL]) {
+  const int first = t * KEYS + slot;
+  const long long tile_slot = block * BLOCK_SIZE + (t * KEYS) % BLOCK_SIZE;
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const bool in = first + u * KPW < kend;
+    const long long at =
+        PAGED ? tile_slot + (in ? u * KPW + slot : 0)
+              : kiln_slot(table, in ? first + u * KPW : t * KEYS, BLOCK_SIZE);
+    const long long base = (at * KVH + kvh) * DH + part * VEC;
+#pragma unroll
+    for (int j = 0; j < CPL; ++j) {
+      kr[u][j] = vr[u][j] = kiln_kv{};
+      if (FULL || part + j * LPK < CHUNKS) {
+        kr[u][j] = *reinterpret_cast<const kiln_kv *>(k_cache + base + j * LPK * VEC);
+        vr[u][j] = *reinterpret_cast<const kiln_kv *>(v_cache + base + j * LPK * VEC);
+      }
+    }
+  }
+}
+
 // q [rows, H*DH] f16, k_cache/v_cache: this layer's keys and values in the
 // pool ([slot, KVH*DH] f16), block_table [sequences, TABLE_BLOCKS] i32, seqs
 // [rows] i32, positions [rows] i32, count [1] i32, out [rows, H*DH] f16,
-// workspace [rows, H, splits, DH + 2] f32, counters [rows, H] u32 (zero
-// between launches).
-// grid (H, splits, rows), block (32 * WARPS)
-extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
+// workspace [rows, KVH, gridDim.y, GROUP, DH + 2] f32 (a split's acc, m,
+// l), counters [rows, KVH, gridDim.y] u32 (the first KVH of a row used;
+// zero between launches).
+// grid (KVH, splits, rows), block (32 * WARPS)
+extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
      << k.entry << "(" << kernelParameters(k) << R"cuda() {
-  __shared__ float sm_m[WARPS], sm_l[WARPS], sm_acc[WARPS][DH];
+  __shared__ float sm_q[GROUP][DH]; // the group's queries, rotated, scaled
+  __shared__ float sm_m[WARPS][GROUP], sm_l[WARPS][GROUP];
+  __shared__ float sm_acc[WARPS][GROUP][DH];
   __shared__ bool last;
-  const int h = blockIdx.x, split = blockIdx.y, g = h / GROUP;
-  const int row = blockIdx.z, SPLITS = gridDim.y;
+  const int kvh = blockIdx.x, split = blockIdx.y, row = blockIdx.z;
   if (row >= count[0])
     return; // padding: the whole block leaves together
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int pos = positions[row], keys = pos + 1;
+  const int tiles = (keys + KEYS - 1) / KEYS;
+  // Splits of this row's context: at least a tile a warp.
+  const int splits =
+      AUTO_SPLITS ? min((int)gridDim.y, max(1, (tiles + WARPS - 1) / WARPS))
+                  : (int)gridDim.y;
+  if (split >= splits)
+    return; // a shorter context than the grid was sized for
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int slot = lane / LPK, part = lane % LPK; // key of a load, chunk
   const int *table = block_table + (long long)seqs[row] * TABLE_BLOCKS;
-  q += (long long)row * (H * DH);
-  out += (long long)row * (H * DH);
-  workspace += (long long)row * H * SPLITS * (DH + 2);
-  counters += (long long)row * H;
-  const int chunk = (keys + SPLITS - 1) / SPLITS;
-  const int begin = split * chunk, end = min(keys, begin + chunk);
+  const long long task = (long long)row * KVH + kvh;
+  q += task * GROUP * DH;
+  out += task * GROUP * DH;
+  workspace += task * gridDim.y * GROUP * (DH + 2);
+  counters += task;
 
-  // This lane's dims of q, rotated and scaled.
-  float qv[DPL];
+  for (int e = threadIdx.x; e < GROUP * DH; e += 32 * WARPS) {
+    const int g = e / DH, d = e % DH;
+    const float x = ROPE ? kiln_decode_rope(q + g * DH, d, pos)
+                         : __half2float(q[g * DH + d]);
+    sm_q[g][d] = x * (SCALE * LOG2E);
+  }
+  __syncthreads();
+
+  // This warp's tiles: the split's, evenly among its warps, contiguous.
+  const int per_split = (tiles + splits - 1) / splits;
+  const int split_begin = split * per_split;
+  const int split_end = min(tiles, split_begin + per_split);
+  const int per_warp = (split_end - split_begin + WARPS - 1) / WARPS;
+  const int t0 = split_begin + warp * per_warp;
+  const int t1 = min(split_end, t0 + per_warp);
+  const int kend = min(keys, t1 * KEYS); // this warp's keys end here
+
+  // Online softmax per head, per key of a load (merged below).
+  float m[GROUP], l[GROUP], acc[GROUP][CPL * VEC];
 #pragma unroll
-  for (int e = 0; e < DPL; ++e) {
-    const int d = lane * DPL + e;
-    qv[e] = 0.0f;
-    if (d >= DH)
-      continue;
-    const float x =
-        ROPE ? kiln_rope_element<DH, INTERLEAVED>(q + h * DH, d, pos, kiln_inv_freq)
-             : __half2float(q[h * DH + d]);
-    qv[e] = x * SCALE;
+  for (int g = 0; g < GROUP; ++g) {
+    m[g] = KILN_NEG_INF;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < CPL * VEC; ++i)
+      acc[g][i] = 0.0f;
+  }
+  if (t0 < t1) {
+    // The block of the tile's page, and of the next page: read once a page,
+    // a page ahead.
+    const int last_page = (kend - 1) / BLOCK_SIZE;
+    int page = t0 * KEYS / BLOCK_SIZE;
+    long long block = 0, next = 0;
+    if constexpr (PAGED) {
+      block = table[page];
+      next = table[min(page + 1, last_page)];
+    }
+    // Tile t + 1's loads are in flight while tile t is computed.
+    kiln_kv kr[UNROLL][CPL], vr[UNROLL][CPL];
+    kiln_load_tile(k_cache, v_cache, table, block, t0, kend, kvh, slot, part,
+                   kr, vr);
+    for (int t = t0; t < t1; ++t) {
+      kiln_kv kc[UNROLL][CPL], vc[UNROLL][CPL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+        for (int j = 0; j < CPL; ++j) {
+          kc[u][j] = kr[u][j];
+          vc[u][j] = vr[u][j];
+        }
+      if (t + 1 < t1) {
+        if constexpr (PAGED) {
+          if ((t + 1) % (BLOCK_SIZE / KEYS) == 0) {
+            ++page;
+            block = next;
+            next = table[min(page + 1, last_page)];
+          }
+        }
+        kiln_load_tile(k_cache, v_cache, table, block, t + 1, kend, kvh, slot,
+                       part, kr, vr);
+      }
+      const int first = t * KEYS + slot;
+      // Scores: this lane's part of each dot product, summed over the LPK
+      // lanes of its key.
+      float s[GROUP][UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+#pragma unroll
+        for (int g = 0; g < GROUP; ++g)
+          s[g][u] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < CPL; ++j) {
+          const int c = part + j * LPK;
+          if (FULL || c < CHUNKS) {
+            float kf[VEC];
+            kiln_kv_floats<VEC>(kc[u][j], kf);
+#pragma unroll
+            for (int g = 0; g < GROUP; ++g)
+#pragma unroll
+              for (int e = 0; e < VEC; ++e)
+                s[g][u] += sm_q[g][c * VEC + e] * kf[e];
+          }
+        }
+#pragma unroll
+        for (int g = 0; g < GROUP; ++g)
+#pragma unroll
+          for (int o = LPK / 2; o > 0; o >>= 1)
+            s[g][u] += __shfl_xor_sync(0xffffffffu, s[g][u], o);
+      }
+      // s becomes p = 2^(s - m), the running sums are rescaled.
+#pragma unroll
+      for (int g = 0; g < GROUP; ++g) {
+        float mt = m[g];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          if (first + u * KPW >= kend)
+            s[g][u] = KILN_NEG_INF;
+          mt = fmaxf(mt, s[g][u]);
+        }
+        const float ref = mt == KILN_NEG_INF ? 0.0f : mt; // no key yet
+        const float correction = exp2f(m[g] - ref);
+        float sum = 0.0f;
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          s[g][u] = exp2f(s[g][u] - ref);
+          sum += s[g][u];
+        }
+        l[g] = l[g] * correction + sum;
+        m[g] = mt;
+#pragma unroll
+        for (int i = 0; i < CPL * VEC; ++i)
+          acc[g][i] *= correction;
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+        for (int j = 0; j < CPL; ++j) {
+          float vf[VEC];
+          kiln_kv_floats<VEC>(vc[u][j], vf);
+#pragma unroll
+          for (int g = 0; g < GROUP; ++g)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+              acc[g][j * VEC + e] += s[g][u] * vf[e];
+        }
+    }
   }
 
-  // Online softmax over this warp's keys.
-  float m = KILN_NEG_INF, l = 0.0f, acc[DPL];
+  // Merge the KPW keys of a load (lanes LPK apart), then the warps: thread
+  // e of the block owns element e of the group's [GROUP, DH] result.
 #pragma unroll
-  for (int e = 0; e < DPL; ++e)
-    acc[e] = 0.0f;
-  for (int t = begin + warp; t < end; t += WARPS) {
-    const long long base =
-        kiln_slot(table, t, BLOCK_SIZE) * (KVH * DH) + g * DH;
-    // This lane's DPL dims of the key and the value, in one load each when
-    // 32 lanes cover the head exactly.
-    float kf[DPL], vf[DPL];
-    if constexpr (DH % 32 == 0) {
-      kiln_load<DPL>(k_cache + base + lane * DPL, kf);
-      kiln_load<DPL>(v_cache + base + lane * DPL, vf);
+  for (int o = LPK; o < 32; o <<= 1)
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m[g], o);
+      const float lo = __shfl_xor_sync(0xffffffffu, l[g], o);
+      const float mm = fmaxf(m[g], mo), ref = mm == KILN_NEG_INF ? 0.0f : mm;
+      const float a = exp2f(m[g] - ref), b = exp2f(mo - ref);
+      l[g] = l[g] * a + lo * b;
+      m[g] = mm;
+#pragma unroll
+      for (int i = 0; i < CPL * VEC; ++i)
+        acc[g][i] = acc[g][i] * a +
+                    __shfl_xor_sync(0xffffffffu, acc[g][i], o) * b;
+    }
+  if (slot == 0) {
+#pragma unroll
+    for (int j = 0; j < CPL; ++j) {
+      const int c = part + j * LPK;
+      if (FULL || c < CHUNKS)
+#pragma unroll
+        for (int g = 0; g < GROUP; ++g)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            sm_acc[warp][g][c * VEC + e] = acc[g][j * VEC + e];
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+      sm_m[warp][g] = m[g];
+      sm_l[warp][g] = l[g];
+    }
+  __syncthreads();
+  for (int e = threadIdx.x; e < GROUP * DH; e += 32 * WARPS) {
+    const int g = e / DH, d = e % DH;
+    float M = KILN_NEG_INF;
+    for (int w = 0; w < WARPS; ++w)
+      M = fmaxf(M, sm_m[w][g]);
+    const float ref = M == KILN_NEG_INF ? 0.0f : M;
+    float L = 0.0f, A = 0.0f;
+    for (int w = 0; w < WARPS; ++w) {
+      const float weight = exp2f(sm_m[w][g] - ref);
+      L += sm_l[w][g] * weight;
+      A += sm_acc[w][g][d] * weight;
+    }
+    if (splits == 1) {
+      out[e] = __float2half(A / L);
     } else {
-#pragma unroll
-      for (int e = 0; e < DPL; ++e) {
-        const bool in = lane * DPL + e < DH;
-        kf[e] = in ? __half2float(k_cache[base + lane * DPL + e]) : 0.0f;
-        vf[e] = in ? __half2float(v_cache[base + lane * DPL + e]) : 0.0f;
+      // Several splits: publish this split's (acc, m, l).
+      float *mine = workspace + ((long long)split * GROUP + g) * (DH + 2);
+      mine[d] = A;
+      if (d == 0) {
+        mine[DH] = M;
+        mine[DH + 1] = L;
       }
     }
-    float score = 0.0f;
-#pragma unroll
-    for (int e = 0; e < DPL; ++e)
-      score += qv[e] * kf[e]; // qv is 0 past DH
-    score = kiln_warp_sum(score);
-    const float m_new = fmaxf(m, score);
-    const float correction = expf(m - m_new); // 0 while m is -inf
-    const float p = expf(score - m_new);
-    l = l * correction + p;
-#pragma unroll
-    for (int e = 0; e < DPL; ++e)
-      acc[e] = acc[e] * correction + p * vf[e];
-    m = m_new;
   }
-
-  // Merge the warps: thread d owns head dim d.
-  if (lane == 0) {
-    sm_m[warp] = m;
-    sm_l[warp] = l;
-  }
-#pragma unroll
-  for (int e = 0; e < DPL; ++e)
-    if (lane * DPL + e < DH)
-      sm_acc[warp][lane * DPL + e] = acc[e];
-  __syncthreads();
-  float M = KILN_NEG_INF;
-  for (int w = 0; w < WARPS; ++w)
-    M = fmaxf(M, sm_m[w]);
-  float L = 0.0f, A = 0.0f;
-  const int d = threadIdx.x;
-  for (int w = 0; w < WARPS; ++w) {
-    const float weight = sm_m[w] == KILN_NEG_INF ? 0.0f : expf(sm_m[w] - M);
-    L += sm_l[w] * weight;
-    if (d < DH)
-      A += sm_acc[w][d] * weight;
-  }
-  if (SPLITS == 1) {
-    if (d < DH)
-      out[h * DH + d] = __float2half(A / L);
+  if (splits == 1)
     return;
-  }
 
-  // Several splits: publish this split's (acc, m, l); the last to finish
-  // merges them all and re-arms the counter for the next launch.
-  float *mine = workspace + ((long long)h * SPLITS + split) * (DH + 2);
-  if (d < DH)
-    mine[d] = A;
-  if (d == 0) {
-    mine[DH] = M;
-    mine[DH + 1] = L;
-  }
+  // The last split to finish merges them all and re-arms the counter for
+  // the next launch.
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0)
-    last = atomicAdd(&counters[h], 1u) == SPLITS - 1;
+    last = atomicAdd(counters, 1u) == unsigned(splits - 1);
   __syncthreads();
   if (!last)
     return;
   __threadfence();
-  const float *all = workspace + (long long)h * SPLITS * (DH + 2);
-  float MM = KILN_NEG_INF;
-  for (int s = 0; s < SPLITS; ++s)
-    MM = fmaxf(MM, __ldcg(all + s * (DH + 2) + DH));
-  float LL = 0.0f, AA = 0.0f;
-  for (int s = 0; s < SPLITS; ++s) {
-    const float ms = __ldcg(all + s * (DH + 2) + DH);
-    const float weight = ms == KILN_NEG_INF ? 0.0f : expf(ms - MM);
-    LL += __ldcg(all + s * (DH + 2) + DH + 1) * weight;
-    if (d < DH)
-      AA += __ldcg(all + s * (DH + 2) + d) * weight;
+  for (int e = threadIdx.x; e < GROUP * DH; e += 32 * WARPS) {
+    const int g = e / DH, d = e % DH;
+    float M = KILN_NEG_INF;
+    for (int s = 0; s < splits; ++s)
+      M = fmaxf(M, __ldcg(workspace + ((long long)s * GROUP + g) * (DH + 2) + DH));
+    const float ref = M == KILN_NEG_INF ? 0.0f : M;
+    float L = 0.0f, A = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float *part_s = workspace + ((long long)s * GROUP + g) * (DH + 2);
+      const float weight = exp2f(__ldcg(part_s + DH) - ref);
+      L += __ldcg(part_s + DH + 1) * weight;
+      A += __ldcg(part_s + d) * weight;
+    }
+    out[e] = __float2half(A / L);
   }
-  if (d < DH)
-    out[h * DH + d] = __float2half(AA / LL);
   if (threadIdx.x == 0)
-    counters[h] = 0;
+    *counters = 0;
 }
 )cuda";
   k.source = src;

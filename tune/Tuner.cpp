@@ -127,13 +127,18 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
     double h = double(att.getHeads()), kvh = double(att.getKvHeads());
     double dh = double(dim(att.getQuery(), 1)) / h;
     if (f.name == "decode.attention") {
-      // Each row reads its keys and values once; splits add partials.
+      // Each row reads its keys and values once, for all heads of a KV
+      // group; splits (as many as the context fills) add partials.
+      DecodeAttentionTiling t =
+          decodeAttentionTiling(int64_t(dh), int64_t(h / kvh), opts);
+      l.grid[1] =
+          decodeAttentionSplits(t, l.grid[1], length, opts.kvSplits > 0);
       double keys = double(length);
       l.hbmBytes = double(rows) * (keys * kvh * dh * 4 + h * dh * 4);
       if (l.grid[1] > 1)
         l.hbmBytes += double(rows) * h * double(l.grid[1]) * (dh + 2) * 8;
       l.flops = double(rows) * h * keys * dh * 4;
-      l.loadBytes = int(2 * ((int64_t(dh) + 31) / 32));
+      l.loadBytes = 2 * t.vec;
     } else {
       // Each block of QROWS query rows stages the keys up to its last row:
       // the re-reads come from L2.
