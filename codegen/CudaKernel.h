@@ -21,8 +21,9 @@ namespace kiln {
 /// kernel, these are the defaults. `kiln compile --kernel-options` sets
 /// them by the names in parseCodegenOptions.
 struct CodegenOptions {
-  int gemvWarps = 4;            // output rows per GEMV block (gemv-rows)
-  int gemvSplitK = 1;           // warps sharing one GEMV row (gemv-split-k)
+  int gemvWarps = 4;            // row pairs per GEMV block (gemv-rows)
+  int gemvSplitK = 1;           // warps sharing one GEMV pair (gemv-split-k)
+  int gemvUnroll = 4;           // GEMV loads per row per lane (gemv-unroll)
   int maxVectorWidth = 8;       // widest fp16 load, in halves (vector-width)
   int attentionWarps = 4;       // warps per attention block (attention-warps)
   int kvSplits = 0;             // decode attention key splits; 0: choose
@@ -52,9 +53,9 @@ struct CodegenOptions {
 std::vector<int64_t> batchBuckets(int64_t sequences);
 
 /// Sets the knobs named in `text`, "name=value,...": gemv-rows,
-/// gemv-split-k, vector-width (1, 2, 4, 8), attention-warps, kv-splits,
-/// sm-count, epilogue-threads, prefill-attention-rows, elementwise-threads,
-/// gemm-algo, gemm-tile.
+/// gemv-split-k, gemv-unroll, vector-width (1, 2, 4, 8), attention-warps,
+/// kv-splits, sm-count, epilogue-threads, prefill-attention-rows,
+/// elementwise-threads, gemm-algo, gemm-tile.
 /// Fails naming an unknown knob or a value out of range (a block has at most
 /// 1024 threads).
 llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts);

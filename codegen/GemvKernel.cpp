@@ -1,11 +1,13 @@
 //===- GemvKernel.cpp - decode matmuls: fused_linear, linear, logits ------===//
 //
-// One warp per output row streams the row of W once (VEC halves per lane per
-// step, fp32 accumulation); with split-K, SPLIT_K warps share a row, each
-// streaming a span of it, and add their partial sums in shared memory. The
-// RMSNorm prologue is one block-wide sum of squares of x; SwiGLU has each warp
-// compute the gate row j and the up row F + j; the residual is added before the
-// store. Results split the output columns in order.
+// Each warp streams a pair of W's rows once (kiln_gemv_pair in the prelude:
+// x staged once per block in shared memory, 2 x UNROLL loads of W in flight
+// per lane, fp32 accumulation); with split-K, SPLIT_K warps share a pair,
+// each streaming a span of it. A pair is two consecutive output columns,
+// or with SwiGLU the gate row j and the up row F + j in one loop. The
+// RMSNorm prologue's 1 / rms(x) scales the dots (the norm weight is folded
+// into W); the residual is added before the store. Results split the
+// output columns in order.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -45,13 +47,15 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
   auto [n, kdim, tasks, eps, swiglu, residual] = *shape;
   int vec = vectorWidth(kdim, opts.maxVectorWidth);
   int rows = opts.gemvWarps, splitK = opts.gemvSplitK;
+  // A warp's pair: gate and up with SwiGLU, else two output columns.
+  int64_t pairs = swiglu ? tasks : (tasks + 1) / 2;
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.params = {{ParamKind::Activation, "x", "const __half *"},
               {ParamKind::Weight, "w", "const __half *"}};
   if (residual)
     k.params.push_back({ParamKind::Activation, "residual", "const __half *"});
-  k.grid = {(tasks + rows - 1) / rows, 1, 1};
+  k.grid = {(pairs + rows - 1) / rows, 1, 1};
   k.blockThreads = 32 * rows * splitK;
 
   ResultStores outs = resultStores(op, k);
@@ -63,60 +67,48 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
      << (swiglu ? ", SwiGLU epilogue" : "")
      << (residual ? ", residual epilogue" : "") << "\n";
   os << "constexpr int K = " << kdim << ", TASKS = " << tasks
-     << ", VEC = " << vec << ", ROWS = " << rows << ", SPLIT_K = " << splitK
-     << ";\n";
-  os << "// Halves of K per split, whole vectors each.\n"
-     << "constexpr int SPAN = (K / VEC + SPLIT_K - 1) / SPLIT_K * VEC;\n";
+     << ", PAIRS = " << pairs << ", VEC = " << vec << ";\n";
+  os << "constexpr int ROWS = " << rows << ", SPLIT_K = " << splitK
+     << ", UNROLL = " << opts.gemvUnroll << ";\n";
   os << "constexpr bool NORM = " << (eps ? "true" : "false")
      << ", SWIGLU = " << (swiglu ? "true" : "false")
      << ", RESIDUAL = " << (residual ? "true" : "false") << ";\n";
   os << "constexpr float EPS = " << floatLiteral(eps.value_or(0)) << ";\n";
   os << "\n" << outs.store;
-  os << "\n// grid (ceil(TASKS / ROWS)), block (32 * ROWS * SPLIT_K): "
-        "SPLIT_K warps per output column, each over SPAN of K\n";
-  // Without a minimum of blocks ptxas aims at full occupancy (32 registers
-  // at 128 threads) and spills SwiGLU's two rows; half occupancy (64
-  // registers) still streams W at full bandwidth.
+  os << "\n// x [1, K] f16, w [" << n << ", K] f16"
+     << (residual ? ", residual [1, TASKS] f16" : "")
+     << "; the results [1, TASKS].\n"
+     << "// grid (ceil(PAIRS / ROWS)), block (32 * ROWS * SPLIT_K): "
+        "SPLIT_K warps per pair of W's rows, each over a span of K\n";
   os << "constexpr int THREADS = 32 * ROWS * SPLIT_K;\n";
   os << "extern \"C\" __global__ void __launch_bounds__(THREADS, "
-        "THREADS <= 512 ? 1024 / THREADS : 1) "
+        "kiln_gemv_min_blocks<THREADS, UNROLL>) "
      << k.entry << "(" << kernelParameters(k) << ") {\n";
-  os << R"cuda(  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float scale = kiln_prologue_scale<K, VEC, NORM>(x, EPS);
-  const int row = warp / SPLIT_K, part = warp % SPLIT_K;
-  const int task = blockIdx.x * ROWS + row;
-  const int begin = part * SPAN, end = min(K, begin + SPAN);
-  float gate = 0.0f, up = 0.0f;
-  if (task < TASKS) {
-    gate = kiln_warp_dot_range<VEC>(w + (long long)task * K, x, lane, begin, end);
-    if constexpr (SWIGLU)
-      up = kiln_warp_dot_range<VEC>(w + (long long)(task + TASKS) * K, x, lane,
-                                    begin, end);
-  }
-  if constexpr (SPLIT_K > 1) { // the splits meet in shared memory, in order
-    __shared__ float partial[ROWS][SPLIT_K][2];
-    if (lane == 0) {
-      partial[row][part][0] = gate;
-      partial[row][part][1] = up;
-    }
-    __syncthreads();
-    if (part != 0)
-      return;
-    gate = up = 0.0f;
-    for (int s = 0; s < SPLIT_K; ++s) {
-      gate += partial[row][s][0];
-      up += partial[row][s][1];
-    }
-  }
-  if (task >= TASKS || lane != 0)
+  os << R"cuda(  const int lane = threadIdx.x & 31;
+  const int pair = blockIdx.x * ROWS + (threadIdx.x >> 5) / SPLIT_K;
+  const bool active = pair < PAIRS;
+  // SwiGLU: gate row `pair` and up row TASKS + pair; else columns 2 pair and
+  // 2 pair + 1 (the last one alone when TASKS is odd: its row twice).
+  const int col_a = SWIGLU ? pair : 2 * pair;
+  const int col_b = SWIGLU ? TASKS + pair : min(2 * pair + 1, TASKS - 1);
+  const float2 dot = kiln_gemv_pair<K, VEC, UNROLL, SPLIT_K, THREADS, NORM>(
+      x, w + (long long)(active ? col_a : 0) * K,
+      w + (long long)(active ? col_b : 0) * K, active, EPS);
+  if (!active || (threadIdx.x >> 5) % SPLIT_K != 0)
     return;
-  float y = scale * gate;
-  if constexpr (SWIGLU)
-    y = kiln_silu(y) * (scale * up);
+  if constexpr (SWIGLU) {
+    if (lane == 0)
+      kiln_store(0, pair, kiln_silu(dot.x) * dot.y)cuda";
+  os << outs.names << ");\n    return;\n  }\n";
+  os << R"cuda(  // Lane 0 stores column a, lane 1 column b.
+  const int col = lane == 0 ? col_a : 2 * pair + 1;
+  if (lane > 1 || col >= TASKS)
+    return;
+  float y = lane == 0 ? dot.x : dot.y;
 )cuda";
   if (residual)
-    os << "  y += __half2float(residual[task]);\n";
-  os << "  kiln_store(0, task, y" << outs.names << ");\n}\n";
+    os << "  y += __half2float(residual[col]);\n";
+  os << "  kiln_store(0, col, y" << outs.names << ");\n}\n";
   k.source = src;
   return k;
 }

@@ -82,30 +82,205 @@ __device__ __forceinline__ void kiln_load(const __half *p, float *f) {
   }
 }
 
-// A warp's dot product of halves [begin, end) of a weight row with x (VEC
-// at a time per lane; begin a multiple of VEC), summed in fp32; every lane
-// gets the result.
-template <int VEC>
-__device__ __forceinline__ float kiln_warp_dot_range(const __half *row,
-                                                     const __half *x, int lane,
-                                                     int begin, int end) {
-  float acc = 0.0f;
-  for (int k = begin + lane * VEC; k < end; k += 32 * VEC) {
-    float w[VEC], v[VEC];
-    kiln_load<VEC>(row + k, w);
-    kiln_load<VEC>(x + k, v);
-#pragma unroll
-    for (int i = 0; i < VEC; ++i)
-      acc += w[i] * v[i];
-  }
-  return kiln_warp_sum(acc);
+// One VEC-half chunk of a row as raw bits (VEC = 8, 4, 2 or 1).
+template <int VEC> struct kiln_chunk {
+  using type = typename kiln_halves<VEC>::type;
+};
+template <> struct kiln_chunk<1> { using type = unsigned short; };
+
+// A chunk of a streamed weight: read once per token from a matrix far
+// larger than L2, so it should displace nothing. ld.global.nc takes the
+// read-only path; L1::no_allocate keeps it out of L1 (whose other use here
+// is the staged activation in shared memory); an L2 evict_first policy
+// keeps the KV cache and activations, which later kernels read again,
+// resident before it. (ld.global.cs would mark it evict-first in both
+// levels but still allocate it in L1.) On emu, a plain load.
+template <class Raw>
+__device__ __forceinline__ Raw kiln_stream_load(const Raw *p) {
+#ifdef KILN_CUDA_EMU_H
+  return *p;
+#else
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  Raw r;
+  if constexpr (sizeof(Raw) == 16)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 "
+                 "{%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p), "l"(policy));
+  else if constexpr (sizeof(Raw) == 8)
+    asm volatile(
+        "ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], "
+        "%3;"
+        : "=r"(r.x), "=r"(r.y)
+        : "l"(p), "l"(policy));
+  else if constexpr (sizeof(Raw) == 4)
+    asm volatile(
+        "ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;"
+        : "=r"(r)
+        : "l"(p), "l"(policy));
+  else
+    asm volatile(
+        "ld.global.nc.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;"
+        : "=h"(r)
+        : "l"(p), "l"(policy));
+  return r;
+#endif
 }
 
-// The whole row: K halves.
-template <int K, int VEC>
-__device__ __forceinline__ float kiln_warp_dot(const __half *row,
-                                               const __half *x, int lane) {
-  return kiln_warp_dot_range<VEC>(row, x, lane, 0, K);
+// acc + the dot product of two chunks, in fp32.
+template <int VEC, class Raw>
+__device__ __forceinline__ float kiln_chunk_dot(const Raw &w, const Raw &x,
+                                                float acc) {
+  if constexpr (VEC == 1) {
+    return acc + __half2float(*reinterpret_cast<const __half *>(&w)) *
+                     __half2float(*reinterpret_cast<const __half *>(&x));
+  } else {
+    const __half2 *wh = reinterpret_cast<const __half2 *>(&w);
+    const __half2 *xh = reinterpret_cast<const __half2 *>(&x);
+#pragma unroll
+    for (int i = 0; i < VEC / 2; ++i) {
+      const float2 a = __half22float2(wh[i]), b = __half22float2(xh[i]);
+      acc += a.x * b.x;
+      acc += a.y * b.y;
+    }
+    return acc;
+  }
+}
+
+// The most of x a decode GEMV block stages at once (static shared memory
+// stops at 48 KiB); a longer x is staged in windows of about this (whole
+// steps). A test may set a smaller one first.
+#ifndef KILN_STAGE_BYTES
+#define KILN_STAGE_BYTES 32768
+#endif
+
+// The blocks per SM a decode GEMV asks ptxas to fit (__launch_bounds__):
+// its 2 x UNROLL chunks in flight take 8 x UNROLL registers a thread, and
+// about 48 more hold x's chunk, addresses, sums and the loop.
+template <int THREADS, int UNROLL>
+constexpr int kiln_gemv_min_blocks =
+    65536 / (THREADS * (8 * UNROLL + 48)) > 0
+        ? 65536 / (THREADS * (8 * UNROLL + 48))
+        : 1;
+
+// Decode GEMV: the dot products of two rows of W [*, K] f16 with x [1, K]
+// f16, in fp32, for a block of THREADS threads in which SPLIT_K
+// consecutive warps share each pair of rows, each over its own SPAN of K.
+//
+// Tiling: K is cut into chunks of VEC halves; in each step a warp takes
+// 32 x UNROLL consecutive chunks of both rows, lane l chunks l, l + 32, ...
+// (every load of the warp 32 x VEC contiguous halves: whole sectors), so
+// each lane has 2 x UNROLL loads of W in flight, all issued before the
+// step's first multiply. x is staged once per block in shared memory
+// (window by window when longer than KILN_STAGE_BYTES, zero past K), so the
+// steady-state loop's global loads are all W's bytes. The first step's
+// loads of W go out at kernel start, before the staging and its barrier;
+// the RMSNorm's sum of squares (NORM) is taken from the staged x on the
+// way and reduced across warps at that same barrier. The next step's
+// loads go out as soon as a step's multiplies have read its registers.
+//
+// Every thread of the block must call it (it synchronizes the block); a
+// warp without rows passes active = false. Returns the sums, times
+// 1 / rms(x) with NORM, in every lane of the first warp of each split
+// group (warp % SPLIT_K == 0); other warps get zeros.
+template <int K, int VEC, int UNROLL, int SPLIT_K, int THREADS, bool NORM>
+__device__ __forceinline__ float2 kiln_gemv_pair(const __half *x,
+                                                 const __half *row_a,
+                                                 const __half *row_b,
+                                                 bool active, float eps) {
+  using Raw = typename kiln_chunk<VEC>::type;
+  constexpr int CHUNKS = K / VEC, STEP = 32 * UNROLL;
+  constexpr int STEPS = (CHUNKS + STEP - 1) / STEP; // of a whole row
+  constexpr int SPAN = (STEPS + SPLIT_K - 1) / SPLIT_K * STEP;
+  // Windows of x: as few as KILN_STAGE_BYTES allows, of whole steps.
+  constexpr int BYTES = STEPS * STEP * (int)sizeof(Raw);
+  constexpr int WANT = (BYTES + KILN_STAGE_BYTES - 1) / KILN_STAGE_BYTES;
+  constexpr int WIN = (STEPS + WANT - 1) / WANT * STEP; // chunks a window
+  constexpr int NWIN = (STEPS * STEP + WIN - 1) / WIN;
+  __shared__ Raw xs[WIN];       // [WIN] chunks of x: window w0 on
+  __shared__ float sums[32][2]; // per warp: the sum of squares, the dots
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int part = warp % SPLIT_K;
+  const int begin = part * SPAN;
+  const int end = active ? min(CHUNKS, begin + SPAN) : begin;
+  // This lane's first chunk of the next step to load, in each row.
+  const Raw *wa = reinterpret_cast<const Raw *>(row_a) + begin + lane;
+  const Raw *wb = reinterpret_cast<const Raw *>(row_b) + begin + lane;
+  const Raw *xc = reinterpret_cast<const Raw *>(x);
+  Raw a[UNROLL], b[UNROLL]; // this step's chunks of the two rows
+  int next = begin;         // the first chunk of the next step to load
+  auto load = [&] {
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (CHUNKS % STEP == 0 || next + lane + 32 * u < end) {
+        a[u] = kiln_stream_load(wa + 32 * u);
+        b[u] = kiln_stream_load(wb + 32 * u);
+      } else {
+        a[u] = b[u] = Raw{};
+      }
+    }
+    wa += STEP, wb += STEP, next += STEP;
+  };
+  int step = begin; // the first chunk of this warp's current step
+  if (step < end)
+    load();
+  float ss = 0.0f, dot_a = 0.0f, dot_b = 0.0f;
+#pragma unroll 1
+  for (int w0 = 0; w0 < NWIN * WIN; w0 += WIN) {
+    if (w0 > 0)
+      __syncthreads(); // every warp is done with the last window
+#pragma unroll
+    for (int i = threadIdx.x; i < WIN; i += THREADS) {
+      const Raw v = w0 + i < CHUNKS ? xc[w0 + i] : Raw{};
+      xs[i] = v;
+      if constexpr (NORM)
+        ss = kiln_chunk_dot<VEC>(v, v, ss);
+    }
+    if (NORM && w0 + WIN >= NWIN * WIN) {
+      ss = kiln_warp_sum(ss);
+      if (lane == 0)
+        sums[warp][0] = ss;
+    }
+    __syncthreads();
+    const int stop = min(end, w0 + WIN);
+#pragma unroll 1
+    for (; step < stop; step += STEP) {
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const Raw v = xs[step - w0 + lane + 32 * u];
+        dot_a = kiln_chunk_dot<VEC>(a[u], v, dot_a);
+        dot_b = kiln_chunk_dot<VEC>(b[u], v, dot_b);
+      }
+      if (next < end)
+        load();
+    }
+  }
+  float scale = 1.0f;
+  if constexpr (NORM) {
+    float total = 0.0f;
+    for (int w = 0; w < THREADS / 32; ++w)
+      total += sums[w][0];
+    scale = rsqrtf(total / K + eps);
+    if constexpr (SPLIT_K > 1)
+      __syncthreads(); // sums is reused below
+  }
+  dot_a = kiln_warp_sum(dot_a);
+  dot_b = kiln_warp_sum(dot_b);
+  if constexpr (SPLIT_K > 1) { // the splits meet in shared memory, in order
+    if (lane == 0) {
+      sums[warp][0] = dot_a;
+      sums[warp][1] = dot_b;
+    }
+    __syncthreads();
+    dot_a = dot_b = 0.0f;
+    if (part == 0)
+      for (int s = 0; s < SPLIT_K; ++s) {
+        dot_a += sums[warp + s][0];
+        dot_b += sums[warp + s][1];
+      }
+  }
+  return make_float2(scale * dot_a, scale * dot_b);
 }
 
 // 1 / rms(x) over K halves, computed by the whole block (the RMSNorm
@@ -251,6 +426,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
   const Knob knobs[] = {
       {"gemv-rows", &opts.gemvWarps, 1, 32},
       {"gemv-split-k", &opts.gemvSplitK, 1, 32},
+      {"gemv-unroll", &opts.gemvUnroll, 1, 16},
       {"vector-width", &opts.maxVectorWidth, 1, 8},
       {"attention-warps", &opts.attentionWarps, 1, 32},
       {"kv-splits", &opts.kvSplits, 0, 64},
@@ -270,7 +446,8 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
     if (knob == std::end(knobs))
       return llvm::createStringError(
           llvm::Twine("unknown knob '") + name.trim() +
-          "' (gemv-rows, gemv-split-k, vector-width, attention-warps, "
+          "' (gemv-rows, gemv-split-k, gemv-unroll, vector-width, "
+          "attention-warps, "
           "kv-splits, sm-count, epilogue-threads, prefill-attention-rows, "
           "elementwise-threads, gemm-algo, gemm-tile)");
     int v;

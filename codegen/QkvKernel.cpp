@@ -1,11 +1,13 @@
 //===- QkvKernel.cpp - kiln.fused_qkv for decode --------------------------===//
 //
-// The QKV matmul with the RMSNorm prologue and the cache-write epilogue:
-// warps take q rows (stored as the result), then K pairs (the two rows RoPE
-// rotates together, rotated and stored in the cache), then v rows (stored in
-// the cache). Positions and the block table are read on the device, so the
-// launch is the same for every step. qkvShape() writes what decode's kernel
-// and prefill's epilogue (QkvEpilogueKernel.cpp) share.
+// The QKV matmul with the RMSNorm prologue and the cache-write epilogue.
+// Each warp streams a pair of W's rows in one loop (kiln_gemv_pair in the
+// prelude, as the decode GEMVs do): two columns of q (stored as the
+// result), the two columns of k that RoPE rotates together (rotated and
+// stored in the cache), or two columns of v (stored in the cache).
+// Positions and the block table are read on the device, so the launch is
+// the same for every step. qkvShape() writes what decode's kernel and
+// prefill's epilogue (QkvEpilogueKernel.cpp) share.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -15,9 +17,27 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace kiln {
+
+/// `kiln_qkv_turns[DH / 2][2]`: RoPE's turns per position of each pair i,
+/// theta^(-2i/DH) / (2 pi), as the sum of two floats (computed in double),
+/// so that the kernel reduces the angle exactly.
+static std::string ropeTurnsTable(int64_t dh, std::optional<double> theta) {
+  std::string s = "__constant__ float kiln_qkv_turns[" +
+                  std::to_string(theta ? dh / 2 : 1) + "][2] = {";
+  for (int64_t i = 0; theta && i < dh / 2; ++i) {
+    double turns =
+        std::pow(*theta, -2.0 * double(i) / double(dh)) / (2.0 * M_PI);
+    float hi = float(turns);
+    s += (i ? ", {" : "{") + floatLiteral(hi) + ", " +
+         floatLiteral(float(turns - double(hi))) + "}";
+  }
+  return s + (theta ? "" : "{0.0f, 0.0f}") + "};\n";
+}
 
 llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   auto qkv = cast<FusedQKVOp>(op);
@@ -43,9 +63,10 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
      << "'s cache\n";
   // (Declared without RoPE too: a discarded `if constexpr` branch in a
   // non-template function still names it.)
-  os << (rope ? invFreqTable(cache.getHeadDim(),
-                             qkv.getRopeTheta()->convertToDouble())
-              : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
+  std::optional<double> theta;
+  if (rope)
+    theta = qkv.getRopeTheta()->convertToDouble();
+  os << ropeTurnsTable(cache.getHeadDim(), theta);
   os << "constexpr int K = " << s.k << ", N = " << s.n
      << ", VEC = " << vectorWidth(s.k, opts.maxVectorWidth) << ";\n";
   os << "constexpr int QW = " << qw << ", KVW = " << kvw
@@ -58,6 +79,25 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   os << "constexpr float EPS = "
      << floatLiteral(eps ? eps->convertToDouble() : 0.0) << ";\n";
   os << R"cuda(
+// sin and cos of RoPE's angle for pair i at position pos: the turns
+// pos * (hi + lo) with the whole turns of pos * hi dropped exactly (fmaf
+// keeps the product's rounding error), then sincospif, which reduces
+// exactly: no sincosf slow path, whose Payne-Hanek table walk puts an
+// array in local memory. On emu, in double.
+__device__ __forceinline__ void kiln_qkv_sincos(int pos, int i, float *s,
+                                                float *c) {
+  const float p = float(pos), hi = p * kiln_qkv_turns[i][0];
+  const float r = (hi - rintf(hi)) + fmaf(p, kiln_qkv_turns[i][0], -hi) +
+                  p * kiln_qkv_turns[i][1];
+#ifdef KILN_CUDA_EMU_H
+  const double a = 6.283185307179586 * r;
+  *s = float(sin(a));
+  *c = float(cos(a));
+#else
+  sincospif(2.0f * r, s, c);
+#endif
+}
+
 // One task of a token's [q | k | v] row: a column of q (stored in q), a
 // column or a rotated pair of k, or a column of v (stored in the token's
 // slot of the layer's keys or values). value(col) is column col of the
@@ -81,7 +121,7 @@ __device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
       const float kb = value(QW + b);
       if (store) {
         float s, c;
-        sincosf(pos * kiln_inv_freq[t % (DH / 2)], &s, &c);
+        kiln_qkv_sincos(pos, t % (DH / 2), &s, &c);
         k_cache[slot + a] = __float2half(ka * c - kb * s);
         k_cache[slot + b] = __float2half(ka * s + kb * c);
       }
@@ -104,7 +144,12 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
   auto shape = qkvShape(op, opts);
   if (!shape)
     return shape.takeError();
-  int warps = opts.gemvWarps;
+  int warps = opts.gemvWarps, splitK = opts.gemvSplitK;
+  // A warp's pair of W's rows: two columns of q, a rotated pair of k (two
+  // columns of k without RoPE), two columns of v; odd widths end with one.
+  auto cache = cast<KVCacheType>(cast<FusedQKVOp>(op).getCache().getType());
+  int64_t kvw = cache.getSlotWidth(), qw = shape->n - 2 * kvw;
+  int64_t pairs = (qw + 1) / 2 + 2 * ((kvw + 1) / 2);
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.params = {{ParamKind::Activation, "x", "const __half *"},
@@ -115,31 +160,70 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
               {ParamKind::RowSequence, "seqs", "const int *"},
               {ParamKind::Positions, "positions", "const int *"},
               {ParamKind::Activation, "q", "__half *"}};
-  k.grid = {(shape->tasks + warps - 1) / warps, 1, 1};
-  k.blockThreads = 32 * warps;
+  k.grid = {(pairs + warps - 1) / warps, 1, 1};
+  k.blockThreads = 32 * warps * splitK;
   k.source = cudaPrelude() + shape->header +
-             "constexpr int WARPS = " + std::to_string(warps) + ";\n" +
+             "constexpr int PAIRS = " + std::to_string(pairs) +
+             ";\nconstexpr int WARPS = " + std::to_string(warps) +
+             ", SPLIT_K = " + std::to_string(splitK) +
+             ", UNROLL = " + std::to_string(opts.gemvUnroll) + ";\n" +
              R"cuda(
+// Pair p's tasks of kiln_qkv_task (the second -1 when there is none) and
+// the two columns of [q | k | v] they read: the first QP pairs take
+// columns of q, the next KPAIRS rotated pairs of k (pairs of columns of k
+// without RoPE), the rest pairs of columns of v.
+constexpr int QP = (QW + 1) / 2, KP = (KVW + 1) / 2;
+constexpr int KPAIRS = ROPE ? K_TASKS : KP;
+__device__ __forceinline__ void kiln_qkv_pair(int p, int &task_a, int &task_b,
+                                              int &col_a, int &col_b) {
+  // A pair of columns: t of the block of `width` columns at column col0,
+  // whose tasks start at task0.
+  int t = p, width = QW, col0 = 0, task0 = 0;
+  if (p >= QP + KPAIRS) {
+    t = p - QP - KPAIRS, width = KVW, col0 = QW + KVW, task0 = QW + K_TASKS;
+  } else if (p >= QP) {
+    t = p - QP, width = KVW, col0 = QW, task0 = QW;
+    if constexpr (ROPE) { // one task, the two columns it rotates
+      int a, b;
+      kiln_rope_pair<DH, INTERLEAVED>(t, a, b);
+      task_a = QW + t, task_b = -1, col_a = QW + a, col_b = QW + b;
+      return;
+    }
+  }
+  const bool two = 2 * t + 1 < width;
+  task_a = task0 + 2 * t, task_b = two ? task_a + 1 : -1;
+  col_a = col0 + 2 * t, col_b = two ? col_a + 1 : col_a;
+}
+
 // x [1, K] f16, w [N = QW + 2 KVW, K] f16, k_cache/v_cache: this layer's
 // keys and values in the pool, slot-major [slot, KVW] f16; block_table
 // [sequences, TABLE_BLOCKS] i32, seqs [1] i32, positions [1] i32; q [1, QW]
 // f16.
-// grid (ceil(TASKS / WARPS)), block (32 * WARPS): a warp per task
-extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda" +
+// grid (ceil(PAIRS / WARPS)), block (32 * WARPS * SPLIT_K): SPLIT_K warps
+// per pair of W's rows, each over a span of K
+constexpr int THREADS = 32 * WARPS * SPLIT_K;
+extern "C" __global__ void __launch_bounds__(
+    THREADS, kiln_gemv_min_blocks<THREADS, UNROLL>) )cuda" +
              k.entry + "(" + kernelParameters(k) + R"cuda() {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float scale = kiln_prologue_scale<K, VEC, NORM>(x, EPS);
-  const int task = blockIdx.x * WARPS + warp;
-  if (task >= TASKS)
-    return;
+  const int lane = threadIdx.x & 31;
+  const int pair = blockIdx.x * WARPS + (threadIdx.x >> 5) / SPLIT_K;
+  const bool active = pair < PAIRS;
+  int task_a = 0, task_b = -1, col_a = 0, col_b = 0;
+  if (active)
+    kiln_qkv_pair(pair, task_a, task_b, col_a, col_b);
+  // The token's slot is read while W streams in, not after.
   const int pos = positions[0];
   const int *table = block_table + (long long)seqs[0] * TABLE_BLOCKS;
   const long long slot = kiln_slot(table, pos, BLOCK_SIZE) * KVW;
-  // Every lane takes part in each dot product; lane 0 stores.
-  auto value = [&](int col) {
-    return scale * kiln_warp_dot<K, VEC>(w + (long long)col * K, x, lane);
-  };
-  kiln_qkv_task(task, pos, slot, value, lane == 0, q, k_cache, v_cache);
+  const float2 dot = kiln_gemv_pair<K, VEC, UNROLL, SPLIT_K, THREADS, NORM>(
+      x, w + (long long)col_a * K, w + (long long)col_b * K, active, EPS);
+  if (!active || (threadIdx.x >> 5) % SPLIT_K != 0)
+    return;
+  // Lane 0 stores the first task, lane 1 the second.
+  auto value = [&](int col) { return col == col_a ? dot.x : dot.y; };
+  const int task = lane == 0 ? task_a : lane == 1 ? task_b : -1;
+  if (task >= 0)
+    kiln_qkv_task(task, pos, slot, value, true, q, k_cache, v_cache);
 }
 )cuda";
   return k;

@@ -48,12 +48,13 @@ std::optional<double> launchMicros(const GpuModel &gpu, const LaunchCost &l) {
   int64_t concurrent = int64_t(gpu.sms) * per;
   double needed = gpu.hbmBytesPerSecond * gpu.memoryLatency; // in flight
   // One wave of `wave` blocks: its share of the traffic, at the bandwidth
-  // its bytes in flight reach (four loads per thread), or its FLOPs at the
+  // its bytes in flight reach (loadsInFlight per thread), or its FLOPs at the
   // share of the ALUs its threads fill (half the threads an SM holds fill
   // them); never under two memory latencies.
   auto waveSeconds = [&](int64_t wave) {
     double share = double(wave) / double(blocks);
-    double inFlight = double(wave) * double(l.threads) * l.loadBytes * 4;
+    double inFlight =
+        double(wave) * double(l.threads) * l.loadBytes * l.loadsInFlight;
     double efficiency = std::min(1.0, inFlight / needed);
     double memory =
         (l.hbmBytes * share) / (gpu.hbmBytesPerSecond * efficiency) +

@@ -46,6 +46,8 @@ struct LaunchCost {
   double hbmBytes = 0, l2Bytes = 0, flops = 0;
   /// Bytes each thread keeps in flight per load (16 for 8-half vectors).
   int loadBytes = 16;
+  /// Loads each thread keeps in flight at once.
+  int loadsInFlight = 4;
 };
 
 /// Blocks of `l` one multiprocessor holds at once (0: it does not fit).

@@ -164,9 +164,10 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
                     : n;
   if (f.name == "decode.gemv") {
     l.hbmBytes = n * kd * 2 + kd * 2 + outs * 2;
-    l.l2Bytes = double(l.grid[0]) * kd * 2; // x again for every block
+    l.l2Bytes = double(l.grid[0]) * kd * 2; // x staged by every block
     l.flops = 2 * n * kd;
     l.loadBytes = 2 * vectorWidth(int64_t(kd), opts.maxVectorWidth);
+    l.loadsInFlight = 2 * opts.gemvUnroll; // two rows, gemv-unroll each
   } else if (isGemmFamily(f)) {
     // kiln's own GEMM: W streamed once per tile of rows (counted from HBM:
     // a 7B layer's W does not stay in L2 from one tile to the next), x
@@ -208,7 +209,7 @@ const std::vector<TuneFamily> &tuneFamilies() {
       {"decode.gemv", "context", false,
        product({{"gemv-rows", {1, 2, 4, 8}},
                 {"gemv-split-k", {1, 2, 4}},
-                {"vector-width", {4, 8}}})},
+                {"gemv-unroll", {4, 8}}})},
       {"decode.attention", "context", true,
        product({{"attention-warps", {2, 4, 8}},
                 {"kv-splits", {0, 1, 2, 4, 8, 16}}})},

@@ -134,7 +134,7 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
 cl::opt<std::string> kernelOptionsFlag(
     "kernel-options",
     cl::desc("Kernel tuning knobs, name=value,...: gemv-rows, gemv-split-k, "
-             "vector-width, attention-warps, kv-splits, sm-count, "
+             "gemv-unroll, vector-width, attention-warps, kv-splits, sm-count, "
              "epilogue-threads, prefill-attention-rows, elementwise-threads, "
              "gemm-algo, gemm-tile"),
     cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()),
