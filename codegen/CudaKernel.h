@@ -252,12 +252,24 @@ constexpr int kSmallGemmAlgo = -2;
 constexpr const char *kSmallGemmSuffix = ".gemm";
 constexpr int kSmallGemmWarps = 4;
 /// The GEMM of a prefill epilogue op's first two operands, C[S, N] f32 =
-/// x[S, K] . W[N, K]^T into the workspace, for short prompts.
+/// x[S, K] . W[N, K]^T into the workspace, for short prompts; for an op
+/// whose epilogue the GEMM does (gemmWritesResult) the op's result itself.
+/// With `lastRow`, of the step's last real row only (kLastRowSuffix).
 llvm::Expected<CudaKernel> emitSmallGemm(mlir::Operation *op,
-                                         const CodegenOptions &opts);
+                                         const CodegenOptions &opts,
+                                         bool lastRow = false);
+/// Whether a prefill matmul's epilogue is only what a GEMM does itself: no
+/// RMSNorm scale, no SwiGLU, one result, D = x . W^T (+ the residual, of
+/// D's type) rounded once. Its GEMM then writes the result (cuBLASLt with
+/// beta 1 onto the residual) and no epilogue kernel runs.
+bool gemmWritesResult(mlir::Operation *op);
+/// The LM head's kernels of a prefill step that samples without reading
+/// its logits back: the last real row only, named with this suffix.
+constexpr const char *kLastRowSuffix = ".last";
 // Prefill: the epilogues of the cuBLAS GEMMs, and causal attention.
 llvm::Expected<CudaKernel> emitLinearEpilogue(mlir::Operation *op,
-                                              const CodegenOptions &opts);
+                                              const CodegenOptions &opts,
+                                              bool lastRow = false);
 llvm::Expected<CudaKernel> emitQkvEpilogue(mlir::Operation *op,
                                            const CodegenOptions &opts);
 llvm::Expected<CudaKernel> emitPrefillAttention(mlir::Operation *op,

@@ -6,7 +6,11 @@
 // row's outputs (x . (g*W)^T / rms(x) equals (x / rms(x)) . (g*W)^T, and
 // the norm weight g is folded into W), SwiGLU pairs gate column j with up
 // column F + j, the residual is added, and the results are stored. Rows at
-// and past the real token count (a bucket's padding) are skipped.
+// and past the real token count (a bucket's padding) are skipped. A matmul
+// with none of these but the residual has no epilogue kernel
+// (gemmWritesResult): its GEMM adds the residual and rounds once, as this
+// kernel would. The LM head's `.last` variant is one block, for the step's
+// last real row: what sampling reads when the logits are not read back.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -18,15 +22,37 @@ using namespace mlir;
 
 namespace kiln {
 
-llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
-                                              const CodegenOptions &opts) {
+bool gemmWritesResult(Operation *op) {
+  auto kernel = dyn_cast<KernelOpInterface>(op);
+  if (!kernel || kernel.getKernelTemplate(Phase::prefill) !=
+                     KernelTemplate::linear_epilogue)
+    return false;
+  auto shape = linearShape(op);
+  if (!shape) {
+    llvm::consumeError(shape.takeError());
+    return false;
+  }
+  if (shape->eps || shape->swiglu || op->getNumResults() != 1)
+    return false;
+  // cuBLASLt's C has D's type: the residual must be of the result's.
+  Type out =
+      cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
+  return (out.isF16() || out.isF32()) &&
+         (!shape->residual ||
+          cast<RankedTensorType>(shape->residual.getType()).getElementType() ==
+              out);
+}
+
+llvm::Expected<CudaKernel>
+emitLinearEpilogue(Operation *op, const CodegenOptions &opts, bool lastRow) {
   auto shape = linearShape(op);
   if (!shape)
     return shape.takeError();
   auto [n, kdim, tasks, eps, swiglu, residual] = *shape;
   int threads = opts.epilogueThreads;
 
-  CudaKernel k = kernelFor(op, opts.kernelSuffix);
+  CudaKernel k = kernelFor(op, (lastRow ? std::string(kLastRowSuffix) : "") +
+                                   opts.kernelSuffix);
   k.afterGemm = true;
   k.params = {{ParamKind::Activation, "x", "const __half *"},
               {ParamKind::Workspace, "c", "const float *"}};
@@ -34,7 +60,7 @@ llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
     k.params.push_back({ParamKind::Activation, "residual", "const __half *"});
   k.params.push_back({ParamKind::Count, "count", "const int *"});
   k.grid = {1, 1, 1};
-  k.rowAxis = 0;
+  k.rowAxis = lastRow ? -1 : 0; // one block, whatever the bucket
   k.blockThreads = threads;
   ResultStores outs = resultStores(op, k);
 
@@ -43,22 +69,25 @@ llvm::Expected<CudaKernel> emitLinearEpilogue(Operation *op,
   os << "\n// kernel " << k.kernel << ": the epilogue of C[S, " << n
      << "] = x[S, " << kdim << "] . W[" << n << ", " << kdim << "]^T (cuBLAS)"
      << (eps ? ", RMSNorm scale" : "") << (swiglu ? ", SwiGLU" : "")
-     << (residual ? ", residual" : "") << "\n";
+     << (residual ? ", residual" : "")
+     << (lastRow ? ", the last real row only" : "") << "\n";
   os << "constexpr int K = " << kdim << ", N = " << n << ", TASKS = " << tasks
      << ", VEC = " << vectorWidth(kdim, opts.maxVectorWidth)
      << ", THREADS = " << threads << ";\n";
   os << "constexpr bool NORM = " << (eps ? "true" : "false")
      << ", SWIGLU = " << (swiglu ? "true" : "false")
-     << ", RESIDUAL = " << (residual ? "true" : "false") << ";\n";
+     << ", RESIDUAL = " << (residual ? "true" : "false")
+     << ", LAST_ROW = " << (lastRow ? "true" : "false") << ";\n";
   os << "constexpr float EPS = " << floatLiteral(eps.value_or(0)) << ";\n\n";
   os << outs.store;
   os << R"cuda(
 // x [S, K] f16 (the GEMM's input), c [S, N] f32 (its output),
-// residual [S, TASKS] f16, count [1] i32; grid (S), block (THREADS)
+// residual [S, TASKS] f16, count [1] i32; grid (S), block (THREADS), or
+// with LAST_ROW grid (1): row count - 1
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
      << k.entry << "(" << kernelParameters(k) << ") {\n";
-  os << R"cuda(  const long long row = blockIdx.x;
-  if (row >= count[0])
+  os << R"cuda(  const long long row = LAST_ROW ? count[0] - 1 : blockIdx.x;
+  if (row < 0 || row >= count[0])
     return; // padding: the whole block leaves together
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x + row * K, EPS);
   const float *c_row = c + row * N;

@@ -105,6 +105,10 @@ public:
                                             const std::string &suffix = "",
                                             int gemmAlgo = -1) {
     std::vector<Launch> out;
+    // The LM head: the op whose result the function returns.
+    Operation *head = nullptr;
+    if (auto ret = dyn_cast<func::ReturnOp>(fn.getBody().front().back()))
+      head = ret.getOperand(0).getDefiningOp();
     for (Operation &op : fn.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         logits = b.bind(ret.getOperand(0)).offset;
@@ -133,38 +137,27 @@ public:
         return llvm::createStringError("no kernel " + kernel + " for " +
                                        provenance.str());
       const CudaKernel &k = kernels[index.lookup(kernel)];
-      std::string name = provenance.str();
       if (k.afterGemm) {
-        // C[tokens, n] = x . W^T into the workspace: cuBLAS's GEMM, or
-        // kiln's own (emitSmallGemm), which also reads the real row count.
-        auto w = cast<RankedTensorType>(op.getOperand(1).getType());
-        GemmShape shape{tokens, w.getDimSize(0), w.getDimSize(1), gemmAlgo};
-        p.workspaceFloats = std::max(p.workspaceFloats, shape.m * shape.n);
-        std::vector<Argument> args = {b.bind(op.getOperand(0)),
-                                      b.bind(op.getOperand(1)),
-                                      Argument(Region::Workspace)};
-        if (gemmAlgo == kSmallGemmAlgo) {
-          std::string gemm = variant(base + kSmallGemmSuffix);
-          if (!index.count(gemm))
-            return llvm::createStringError("no kernel " + gemm +
-                                           " for gemm-algo=-2");
-          const CudaKernel &g = kernels[index.lookup(gemm)];
-          args.push_back(Argument(Region::Count));
-          out.push_back({index.lookup(gemm), name, g.gridFor(tokens),
-                         g.blockThreads, std::move(args)});
-        } else {
-          out.push_back({kGemm, name, {1, 1, 1}, 0, std::move(args), shape});
-        }
+        // A batch plan is a CUDA graph: its GEMMs multiply every row. A
+        // prefill's multiply its real rows; its LM head, when sampling
+        // alone reads it, the last of them (a second pair of launches).
+        bool lastToo =
+            !batch && &op == head && index.count(base + kLastRowSuffix);
+        LaunchWhen when = lastToo ? LaunchWhen::EveryLogit : LaunchWhen::Always;
+        if (llvm::Error e = matmul(op, k, base, tokens,
+                                   batch ? GemmRows::All : GemmRows::Count,
+                                   when, variant, gemmAlgo, out))
+          return std::move(e);
+        if (lastToo)
+          if (llvm::Error e = matmul(
+                  op, kernels[index.lookup(variant(base + kLastRowSuffix))],
+                  base, tokens, GemmRows::Last, LaunchWhen::LastLogit, variant,
+                  gemmAlgo, out))
+            return std::move(e);
+        continue;
       }
-      Launch l{index.lookup(kernel), name, k.gridFor(tokens), k.blockThreads,
-               arguments(op, k)};
-      int64_t blocks = l.grid[0] * l.grid[1] * l.grid[2];
-      p.workspaceFloats =
-          std::max(p.workspaceFloats, blocks * k.workspacePerBlock);
-      p.counters = std::max(p.counters, blocks * k.countersPerBlock);
-      if (!b.error.empty())
-        return llvm::createStringError(b.error);
-      out.push_back(std::move(l));
+      if (llvm::Error e = launch(op, k, tokens, LaunchWhen::Always, out))
+        return std::move(e);
     }
     // Sampling on the device, after the logits: the last row of a prefill,
     // every row of a batch.
@@ -184,6 +177,92 @@ public:
   }
 
 private:
+  /// Appends the launch of kernel `k` for `op` over `tokens` rows.
+  llvm::Error launch(Operation &op, const CudaKernel &k, int64_t tokens,
+                     LaunchWhen when, std::vector<Launch> &out) {
+    Launch l{index.lookup(k.kernel),
+             op.getAttrOfType<StringAttr>("kiln.name").str(), k.gridFor(tokens),
+             k.blockThreads, arguments(op, k)};
+    l.when = when;
+    int64_t blocks = l.grid[0] * l.grid[1] * l.grid[2];
+    p.workspaceFloats =
+        std::max(p.workspaceFloats, blocks * k.workspacePerBlock);
+    p.counters = std::max(p.counters, blocks * k.countersPerBlock);
+    if (!b.error.empty())
+      return llvm::createStringError(b.error);
+    out.push_back(std::move(l));
+    return llvm::Error::success();
+  }
+
+  /// The launches of a prefill matmul `op` whose kernel `epilogue` follows
+  /// a GEMM of its first two operands over the rows `rows` says: the GEMM
+  /// (cuBLAS's, or kiln's own with gemm-algo=-2), then the epilogue, unless
+  /// the GEMM writes the op's result itself (gemmWritesResult: D = x . W^T
+  /// + residual in one rounding, as the epilogue would).
+  llvm::Error matmul(Operation &op, const CudaKernel &epilogue,
+                     const std::string &base, int64_t tokens, GemmRows rows,
+                     LaunchWhen when,
+                     llvm::function_ref<std::string(std::string)> variant,
+                     int gemmAlgo, std::vector<Launch> &out) {
+    std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
+    bool direct = gemmWritesResult(&op);
+    std::string last = rows == GemmRows::Last ? kLastRowSuffix : "";
+    if (gemmAlgo == kSmallGemmAlgo) {
+      // kiln's own reads the real row count itself.
+      std::string gemm = variant(base + kSmallGemmSuffix + last);
+      if (!index.count(gemm))
+        return llvm::createStringError("no kernel " + gemm +
+                                       " for gemm-algo=-2");
+      const CudaKernel &g = kernels[index.lookup(gemm)];
+      if (direct) {
+        if (llvm::Error e = launch(op, g, tokens, when, out))
+          return e;
+      } else {
+        // Into the workspace, C[tokens, n] f32, for the epilogue.
+        int64_t n =
+            cast<RankedTensorType>(op.getOperand(1).getType()).getDimSize(0);
+        p.workspaceFloats = std::max(p.workspaceFloats, tokens * n);
+        Launch l{index.lookup(gemm),
+                 name,
+                 g.gridFor(tokens),
+                 g.blockThreads,
+                 {b.bind(op.getOperand(0)), b.bind(op.getOperand(1)),
+                  Argument(Region::Workspace), Argument(Region::Count)}};
+        l.when = when;
+        out.push_back(std::move(l));
+      }
+    } else {
+      // D[tokens, n] = x . W^T: into the workspace (f32, for the epilogue),
+      // or the op's result (+ C, the residual: cuBLASLt with beta 1).
+      auto w = cast<RankedTensorType>(op.getOperand(1).getType());
+      GemmShape shape{tokens, w.getDimSize(0), w.getDimSize(1), gemmAlgo};
+      shape.rows = rows;
+      std::vector<Argument> args = {b.bind(op.getOperand(0)),
+                                    b.bind(op.getOperand(1))};
+      if (direct) {
+        Value residual = linearShape(&op)->residual;
+        shape.beta = residual ? 1 : 0;
+        shape.f16Out = cast<RankedTensorType>(op.getResult(0).getType())
+                           .getElementType()
+                           .isF16();
+        args.push_back(b.bind(op.getResult(0)));
+        if (residual)
+          args.push_back(b.bind(residual));
+      } else {
+        p.workspaceFloats = std::max(p.workspaceFloats, shape.m * shape.n);
+        args.push_back(Argument(Region::Workspace));
+      }
+      if (!b.error.empty())
+        return llvm::createStringError(b.error);
+      Launch l{kGemm, name, {1, 1, 1}, 0, std::move(args), shape};
+      l.when = when;
+      out.push_back(std::move(l));
+    }
+    if (direct)
+      return llvm::Error::success();
+    return launch(op, epilogue, tokens, when, out);
+  }
+
   /// The arguments of `op`'s kernel, in its parameter order, bound by each
   /// parameter's kind: activations to the op's tensors in the arena (its
   /// operands that kernels produced, then its results, in order), weights
@@ -371,6 +450,33 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   };
   if (llvm::Error e = addSmallGemms(opts))
     return std::move(e);
+  // The LM head's kernels for a prefill whose logits are not read back:
+  // the last real row's (once per suffix).
+  llvm::StringSet<> lastRows;
+  auto addLastRow = [&](const CodegenOptions &o) -> llvm::Error {
+    auto ret = dyn_cast<func::ReturnOp>(prefill.getBody().front().back());
+    auto head = ret ? dyn_cast_or_null<KernelOpInterface>(
+                          ret.getOperand(0).getDefiningOp())
+                    : nullptr;
+    if (!head ||
+        head.getKernelTemplate(Phase::prefill) !=
+            KernelTemplate::linear_epilogue ||
+        !lastRows.insert(o.kernelSuffix).second)
+      return llvm::Error::success();
+    auto epilogue = emitLinearEpilogue(head, o, /*lastRow=*/true);
+    if (!epilogue)
+      return epilogue.takeError();
+    kernels.push_back(std::move(*epilogue));
+    if (o.gemmAlgo == kSmallGemmAlgo) {
+      auto gemm = emitSmallGemm(head, o, /*lastRow=*/true);
+      if (!gemm)
+        return gemm.takeError();
+      kernels.push_back(std::move(*gemm));
+    }
+    return llvm::Error::success();
+  };
+  if (llvm::Error e = addLastRow(opts))
+    return std::move(e);
   // Plans with knobs of their own (the tuner's winners) run variants of
   // the kernels the knobs change, named with "@" and the knobs.
   std::vector<int64_t> buckets = prefillBuckets(opts, maxTokens.getInt());
@@ -395,6 +501,9 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
       kernels.push_back(std::move(k));
     if (llvm::Error e = addSmallGemms(v))
       return std::move(e);
+    if (!batch)
+      if (llvm::Error e = addLastRow(v))
+        return std::move(e);
     return v.kernelSuffix;
   };
   for (int64_t rows : buckets)

@@ -9,7 +9,10 @@
 // and past the step's real token count are not computed (cuBLAS computes
 // the whole bucket). Past a few tiles W is re-read per tile and the FLOPs
 // run on CUDA cores, so cuBLAS wins: which side of that line a length is
-// on is what `kiln tune`'s prefill.gemm family measures.
+// on is what `kiln tune`'s prefill.gemm family measures. For a matmul whose
+// epilogue is only the residual (gemmWritesResult) it writes the result
+// itself, sum + residual rounded once, as cuBLASLt does with beta 1; the
+// LM head's `.last` variant computes the step's last real row only.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -21,8 +24,8 @@ using namespace mlir;
 
 namespace kiln {
 
-llvm::Expected<CudaKernel> emitSmallGemm(Operation *op,
-                                         const CodegenOptions &opts) {
+llvm::Expected<CudaKernel>
+emitSmallGemm(Operation *op, const CodegenOptions &opts, bool lastRow) {
   auto w = cast<RankedTensorType>(op->getOperand(1).getType());
   auto x = cast<RankedTensorType>(op->getOperand(0).getType());
   if (llvm::Error e = requireF16(w.getElementType()))
@@ -31,36 +34,53 @@ llvm::Expected<CudaKernel> emitSmallGemm(Operation *op,
     return std::move(e);
   int64_t n = w.getDimSize(0), kdim = w.getDimSize(1);
   int vec = vectorWidth(kdim, opts.maxVectorWidth);
-  int tile = opts.gemmTile;
+  int tile = lastRow ? 1 : opts.gemmTile;
+  bool direct = gemmWritesResult(op);
+  Value residual = direct ? linearShape(op)->residual : Value();
 
-  CudaKernel k = kernelFor(op, kSmallGemmSuffix + opts.kernelSuffix);
+  CudaKernel k = kernelFor(op, kSmallGemmSuffix +
+                                   std::string(lastRow ? kLastRowSuffix : "") +
+                                   opts.kernelSuffix);
   k.params = {{ParamKind::Activation, "x", "const __half *"},
-              {ParamKind::Weight, "w", "const __half *"},
-              {ParamKind::Workspace, "c", "float *"},
-              {ParamKind::Count, "count", "const int *"}};
+              {ParamKind::Weight, "w", "const __half *"}};
+  if (!direct)
+    k.params.push_back({ParamKind::Workspace, "c", "float *"});
+  if (residual)
+    k.params.push_back({ParamKind::Activation, "residual", "const __half *"});
+  k.params.push_back({ParamKind::Count, "count", "const int *"});
   k.grid = {(n + kSmallGemmWarps - 1) / kSmallGemmWarps, 1, 1};
-  k.rowAxis = 1;
+  k.rowAxis = lastRow ? -1 : 1;
   k.rowsPerBlock = tile;
   k.blockThreads = 32 * kSmallGemmWarps;
+  ResultStores outs;
+  if (direct)
+    outs = resultStores(op, k);
 
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
-  os << "\n// kernel " << k.kernel << ": C[S, " << n << "] = x[S, " << kdim
-     << "] . W[" << n << ", " << kdim << "]^T, kiln's GEMM for short "
-     << "prompts\n";
+  os << "\n// kernel " << k.kernel << ": " << (direct ? "y" : "C") << "[S, "
+     << n << "] = x[S, " << kdim << "] . W[" << n << ", " << kdim << "]^T"
+     << (residual ? " + residual" : "") << ", kiln's GEMM for short prompts"
+     << (lastRow ? ", the last real row only" : "") << "\n";
   os << "constexpr int K = " << kdim << ", N = " << n << ", VEC = " << vec
      << ", TILE = " << tile << ", WARPS = " << kSmallGemmWarps << ";\n";
+  os << "constexpr bool LAST_ROW = " << (lastRow ? "true" : "false") << ";\n";
+  os << outs.store;
+  os << "\n// x [S, K] f16, w [N, K] f16, " << (direct ? "" : "c [S, N] f32, ")
+     << (residual ? "residual [S, N] f16, " : "") << "count [1] i32"
+     << (direct ? ", the result [S, N]" : "") << ";";
   os << R"cuda(
-// x [S, K] f16, w [N, K] f16, c [S, N] f32, count [1] i32;
 // grid (ceil(N / WARPS), ceil(S / TILE)), block (32 * WARPS): a warp per
-// output column, TILE token rows per block
+// output column, TILE token rows per block; with LAST_ROW grid
+// (ceil(N / WARPS)): row count - 1
 extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
      << k.entry << "(" << kernelParameters(k) << R"cuda() {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int col = blockIdx.x * WARPS + warp;
-  const long long row0 = (long long)blockIdx.y * TILE;
+  const long long row0 =
+      LAST_ROW ? count[0] - 1 : (long long)blockIdx.y * TILE;
   const int rows = (int)min((long long)TILE, count[0] - row0);
-  if (col >= N || rows <= 0)
+  if (col >= N || rows <= 0 || row0 < 0)
     return; // past the last column, or padding: the warp leaves together
   const __half *w_row = w + (long long)col * K;
   const __half *x_tile = x + row0 * K;
@@ -86,8 +106,16 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
   for (int t = 0; t < TILE; ++t) {
     const float sum = kiln_warp_sum(acc[t]);
     if (lane == 0 && t < rows)
-      c[(row0 + t) * N + col] = sum;
-  }
+)cuda";
+  if (!direct)
+    os << "      c[(row0 + t) * N + col] = sum;\n";
+  else if (residual)
+    os << "      kiln_store(row0 + t, col, sum + __half2float(residual[(row0 "
+          "+ t) * N + col])"
+       << outs.names << ");\n";
+  else
+    os << "      kiln_store(row0 + t, col, sum" << outs.names << ");\n";
+  os << R"cuda(  }
 }
 )cuda";
   k.source = src;

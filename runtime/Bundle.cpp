@@ -60,17 +60,31 @@ Json launchJson(const Launch &l) {
       arg["name"] = a.weight;
     args.push_back(arg);
   }
+  Json out;
   if (l.kernel == kGemm) {
-    Json gemm = {{"m", l.gemm.m}, {"n", l.gemm.n}, {"k", l.gemm.k}};
-    if (l.gemm.algo >= 0)
-      gemm["algo"] = l.gemm.algo;
-    return {{"gemm", gemm}, {"name", l.name}, {"args", args}};
+    const GemmShape &g = l.gemm;
+    Json gemm = {{"m", g.m}, {"n", g.n}, {"k", g.k}};
+    // What differs from an f32 D of all m rows.
+    if (g.algo >= 0)
+      gemm["algo"] = g.algo;
+    if (g.rows != GemmRows::All)
+      gemm["rows"] = g.rows == GemmRows::Count ? "count" : "last";
+    if (g.beta)
+      gemm["beta"] = g.beta;
+    if (g.f16Out)
+      gemm["out"] = "f16";
+    out = {{"gemm", gemm}, {"name", l.name}, {"args", args}};
+  } else {
+    out = {{"kernel", l.kernel},
+           {"name", l.name},
+           {"grid", l.grid},
+           {"block", l.blockThreads},
+           {"args", args}};
   }
-  return {{"kernel", l.kernel},
-          {"name", l.name},
-          {"grid", l.grid},
-          {"block", l.blockThreads},
-          {"args", args}};
+  if (l.when != LaunchWhen::Always)
+    out["when"] =
+        l.when == LaunchWhen::EveryLogit ? "every_logit" : "last_logit";
+  return out;
 }
 
 Json programJson(const Bundle &b) {
@@ -130,7 +144,15 @@ Json programJson(const Bundle &b) {
 absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
                                   const std::map<std::string, bool> &weights) {
   Launch launch{kGemm, l.at("name").get<std::string>(), {1, 1, 1}, 0, {}};
-  int params = 3; // a GEMM's A, W, C
+  int params = 3; // a GEMM's A, W, D (and C)
+  std::string when = l.value("when", std::string("always"));
+  if (when != "always" && when != "every_logit" && when != "last_logit")
+    return absl::InvalidArgumentError(
+        absl::StrCat("launch ", launch.name, " runs when '", when,
+                     "' (always, every_logit, last_logit)"));
+  launch.when = when == "always"        ? LaunchWhen::Always
+                : when == "every_logit" ? LaunchWhen::EveryLogit
+                                        : LaunchWhen::LastLogit;
   if (l.contains("gemm")) {
     const Json &g = l.at("gemm");
     launch.gemm = {jsonInteger<int64_t>(g.at("m")),
@@ -141,6 +163,21 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
       return absl::InvalidArgumentError(
           absl::StrCat("launch ", launch.name, " asks for GEMM algorithm ",
                        launch.gemm.algo, " (-1 to ", kMaxGemmAlgo, ")"));
+    std::string rows = g.value("rows", std::string("all")),
+                out = g.value("out", std::string("f32"));
+    launch.gemm.beta = g.contains("beta") ? jsonInteger<int>(g["beta"]) : 0;
+    if ((rows != "all" && rows != "count" && rows != "last") ||
+        (out != "f32" && out != "f16") ||
+        (launch.gemm.beta != 0 && launch.gemm.beta != 1))
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " has a GEMM of rows '", rows,
+                       "' (all, count, last), out '", out,
+                       "' (f32, f16) and beta ", launch.gemm.beta, " (0, 1)"));
+    launch.gemm.rows = rows == "all"     ? GemmRows::All
+                       : rows == "count" ? GemmRows::Count
+                                         : GemmRows::Last;
+    launch.gemm.f16Out = out == "f16";
+    params = 3 + launch.gemm.beta; // and C
     if (launch.gemm.m <= 0 || launch.gemm.n <= 0 || launch.gemm.k <= 0)
       return absl::InvalidArgumentError(
           absl::StrCat("launch ", launch.name, " has an empty GEMM"));
@@ -204,18 +241,43 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
                                : "kernel " + p.kernels[launch.kernel].name,
         " takes ", params));
   // A GEMM's sizes are known here: A [m, k] f16 inside the arena, W a
-  // weight, C [m, n] f32 inside the workspace.
+  // weight, D (and C) [m, n] f32 inside the workspace or the arena, or
+  // f16 inside the arena; D apart from A, and C either D or apart from it.
   const GemmShape &g = launch.gemm;
-  if (launch.kernel == kGemm &&
-      (launch.args[0].region != Region::Arena ||
-       g.m * g.k * 2 > p.arenaBytes - launch.args[0].offset ||
-       launch.args[1].region != Region::Weight ||
-       launch.args[2].region != Region::Workspace ||
-       g.m * g.n > p.workspaceFloats))
+  // `elements` of `size` bytes (m * n < 2^62: their bytes might not fit
+  // an int64_t).
+  auto fits = [&](const Argument &a, int64_t elements, int size, bool f32) {
+    return (a.region == Region::Arena &&
+            elements <= (p.arenaBytes - a.offset) / size) ||
+           (f32 && a.region == Region::Workspace &&
+            elements <= (p.workspaceFloats * 4 - a.offset) / size);
+  };
+  auto apart = [](const Argument &x, int64_t xBytes, const Argument &y,
+                  int64_t yBytes) {
+    return x.region != y.region || x.offset + xBytes <= y.offset ||
+           y.offset + yBytes <= x.offset;
+  };
+  auto gemmFits = [&] {
+    const std::vector<Argument> &a = launch.args;
+    int size = g.f16Out ? 2 : 4;
+    if (a[0].region != Region::Arena || !fits(a[0], g.m * g.k, 2, false) ||
+        a[1].region != Region::Weight ||
+        !fits(a[2], g.m * g.n, size, !g.f16Out))
+      return false;
+    int64_t aBytes = g.m * g.k * 2, dBytes = g.m * g.n * size; // they fit
+    bool inPlace =
+        g.beta && a[3].region == a[2].region && a[3].offset == a[2].offset;
+    return apart(a[0], aBytes, a[2], dBytes) &&
+           (!g.beta || (fits(a[3], g.m * g.n, size, !g.f16Out) &&
+                        (inPlace || apart(a[3], dBytes, a[2], dBytes))));
+  };
+  if (launch.kernel == kGemm && !gemmFits())
     return absl::InvalidArgumentError(absl::StrCat(
         "launch ", launch.name,
-        ": a GEMM reads A [m, k] f16 in the arena and a weight, and writes C "
-        "[m, n] f32 to the workspace; these do not fit"));
+        ": a GEMM reads A [m, k] f16 in the arena and a weight, and writes D "
+        "[m, n] (f32 in the workspace or the arena, f16 in the arena; C, "
+        "when beta is 1, the same), D apart from A and C either D or apart "
+        "from it; these do not fit"));
   if (launch.kernel == kGemm) {
     auto w = std::find_if(p.weights.begin(), p.weights.end(), [&](auto &e) {
       return e.name == launch.args[1].weight;
@@ -281,6 +343,10 @@ absl::Status readProgram(const Json &j, Bundle &b) {
     auto launch = readLaunch(l, p, weightNames);
     if (!launch.ok())
       return launch.status();
+    if (launch->kernel == kGemm || launch->when != LaunchWhen::Always)
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch->name,
+                       " of the decode plan is a GEMM or runs conditionally"));
     p.decode.push_back(std::move(*launch));
   }
   p.prefillLogits = jsonInteger<int64_t>(j.at("prefill").at("logits_offset"));
@@ -302,6 +368,14 @@ absl::Status readProgram(const Json &j, Bundle &b) {
           return absl::InvalidArgumentError(absl::StrCat(
               "launch ", launch->name, " multiplies ", launch->gemm.m,
               " rows in the ", what, " bucket of ", plan.rows, " rows"));
+        // A batch plan is captured in a CUDA graph, which fixes its GEMMs'
+        // sizes, and reads every row's logits.
+        if (std::string(what) != "prefill" &&
+            (launch->gemm.rows != GemmRows::All ||
+             launch->when != LaunchWhen::Always))
+          return absl::InvalidArgumentError(
+              absl::StrCat("launch ", launch->name, " of a ", what,
+                           " plan depends on the step's count or logits"));
         plan.launches.push_back(std::move(*launch));
       }
       plans.push_back(std::move(plan));

@@ -1,5 +1,6 @@
 //===- EmuDevice.cpp ------------------------------------------------------===//
 #include "runtime/EmuDevice.h"
+#include "runtime/BlasMatmul.h"
 #include "runtime/Generate.h"
 #include "runtime/Progress.h"
 
@@ -142,19 +143,29 @@ absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
       names.push_back(describeLaunch(l, launches) + "\n");
   for (size_t i = 0; i < launches.size(); ++i) {
     const Launch &l = launches[i];
+    if (!runs(l))
+      continue;
     runningLaunch.store(names[i].c_str());
     auto began = std::chrono::steady_clock::now();
     std::vector<void *> args;
     for (const Argument &a : l.args)
       args.push_back(address(a));
-    if (l.kernel == kGemm)
-      gemm(l.gemm, static_cast<const uint16_t *>(args[0]),
-           static_cast<const uint16_t *>(args[1]),
-           static_cast<float *>(args[2]));
-    else
+    if (l.kernel == kGemm) {
+      // The very call the cuda device makes, run by the stand-in.
+      if (absl::Status s = emuBlasMatmul(
+              blasMatmulOf(l.gemm, count_, args[0], args[1], args[2],
+                           args.size() > 3 ? args[3] : nullptr));
+          !s.ok()) {
+        runningLaunch.store(nullptr);
+        return absl::Status(
+            s.code(),
+            absl::StrCat(s.message(), ", at ", describeLaunch(l, launches)));
+      }
+    } else {
       kernels_[l.kernel](unsigned(l.grid[0]), unsigned(l.grid[1]),
                          unsigned(l.grid[2]), unsigned(l.blockThreads),
                          args.data());
+    }
     recordLaunch(l, secondsSince(began) * 1e6);
   }
   runningLaunch.store(nullptr);
@@ -164,25 +175,6 @@ absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
 absl::Status EmuDevice::readLogits(int64_t offset, float *out, size_t floats) {
   std::memcpy(out, arena_.data() + offset, floats * sizeof(float));
   return absl::OkStatus();
-}
-
-void EmuDevice::gemm(const GemmShape &s, const uint16_t *a, const uint16_t *w,
-                     float *c) {
-  // cuBLAS's contract: f16 inputs, fp32 products and sums, f32 out.
-  std::vector<float> row(s.k), wf(s.n * s.k); // [K], [N, K]
-  for (int64_t i = 0; i < s.n * s.k; ++i)
-    wf[i] = halfToFloat(w[i]);
-  for (int64_t m = 0; m < s.m; ++m) {
-    for (int64_t k = 0; k < s.k; ++k)
-      row[k] = halfToFloat(a[m * s.k + k]);
-    for (int64_t n = 0; n < s.n; ++n) {
-      const float *wr = &wf[n * s.k];
-      float acc = 0.0f;
-      for (int64_t k = 0; k < s.k; ++k)
-        acc += row[k] * wr[k];
-      c[m * s.n + n] = acc;
-    }
-  }
 }
 
 } // namespace kiln

@@ -14,8 +14,9 @@ namespace kiln {
 /// Runs a Program's kernels (the very CUDA C++ that NVRTC compiles) on the
 /// CPU, with the same buffers a GPU would have: the f16 weight buffers the
 /// manifest describes, the activation arena, the paged KV pool. The plan's
-/// cuBLAS GEMMs run as a host matmul with cuBLAS's numbers (f16 in, fp32
-/// accumulation, f32 out). The step's inputs are the staged host arrays
+/// cuBLAS GEMMs are the cuda device's very calls (runtime/BlasMatmul.h), run
+/// by a host stand-in with cuBLAS's numbers (f16 in, fp32 accumulation, D
+/// rounded once). The step's inputs are the staged host arrays
 /// themselves.
 class EmuDevice : public PlanDevice {
 public:
@@ -38,8 +39,6 @@ private:
   }
   absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
   void *address(const Argument &a);
-  static void gemm(const GemmShape &s, const uint16_t *a, const uint16_t *w,
-                   float *c);
 
   std::vector<EmuLaunchFn> kernels_;
   // Each plan's launches as a fault names them (by plan).

@@ -1,5 +1,6 @@
 //===- PlanDevice.cpp -----------------------------------------------------===//
 #include "runtime/PlanDevice.h"
+#include "runtime/BlasMatmul.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -173,9 +174,8 @@ std::string PlanDevice::planName(const std::vector<Launch> &launches) const {
 std::string PlanDevice::describeLaunch(const Launch &l,
                                        const std::vector<Launch> &plan) const {
   if (l.kernel == kGemm)
-    return absl::StrCat("cuBLAS GEMM [", l.gemm.m, ", ", l.gemm.k, "] . [",
-                        l.gemm.n, ", ", l.gemm.k, "]^T (", l.name, ", algo ",
-                        l.gemm.algo, ", plan ", planName(plan), ")");
+    return absl::StrCat("cuBLAS GEMM ", describeGemm(l.gemm), " (", l.name,
+                        ", algo ", l.gemm.algo, ", plan ", planName(plan), ")");
   const KernelCode &k = program_.kernels.at(l.kernel);
   return absl::StrCat("kernel ", k.entry, " (", l.name, ", grid ", l.grid[0],
                       "x", l.grid[1], "x", l.grid[2], ", block ",
@@ -228,10 +228,18 @@ absl::Status PlanDevice::runStep(const std::vector<Launch> &launches,
     return s;
   if (timing_)
     ++timing_->steps;
+  // Every row's logits only when they are read back: sampling needs the
+  // last row's alone.
+  everyLogit_ = logits;
   if (absl::Status s = run(launches); !s.ok())
     return s;
   lastLogitsAt_ = logitsAt;
   lastRows_ = count_;
+  // A plan without a last-row LM head (decode, batches) computes them all.
+  lastEveryLogit_ =
+      logits || std::none_of(launches.begin(), launches.end(), [](auto &l) {
+        return l.when == LaunchWhen::LastLogit;
+      });
   if (logits) {
     size_t at = out.logits.size();
     out.logits.resize(at + size_t(count_) * program_.vocab);
@@ -250,6 +258,10 @@ absl::StatusOr<std::vector<float>> PlanDevice::lastLogits(int64_t row) {
   if (row < 0 || row >= lastRows_)
     return absl::InvalidArgumentError(
         absl::StrCat(name(), " device: the last step has no row ", row));
+  if (!lastEveryLogit_ && row != lastRows_ - 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(), " device: the last step computed the logits of its last row (",
+        lastRows_ - 1, ") only, not of row ", row));
   std::vector<float> out(program_.vocab);
   if (absl::Status s = readLogits(lastLogitsAt_ + row * program_.vocab * 4,
                                   out.data(), out.size());

@@ -157,6 +157,14 @@ public:
 protected:
   explicit PlanDevice(Program program);
 
+  /// Whether launch `l` runs in the step being run: every launch but the LM
+  /// head the step does not want (LaunchWhen: every row's logits when they
+  /// are read back, else the last row's).
+  bool runs(const Launch &l) const {
+    return l.when == LaunchWhen::Always ||
+           (l.when == LaunchWhen::EveryLogit) == everyLogit_;
+  }
+
   /// While the step being run is timed (timing_ is set): adds `micros` and
   /// the weights it read to the stats of `l`'s kernel ("cublas" for GEMMs).
   void recordLaunch(const Launch &l, double micros);
@@ -191,6 +199,7 @@ protected:
   std::vector<int32_t> tables_;          // [sequences, tableBlocks]
   std::vector<int32_t> sampled_;         // [rows]
   StepTimes *timing_ = nullptr;          // the running step's, when timed
+  bool everyLogit_ = true; // the running step reads every row's logits back
 
 private:
   absl::Status checkPositions(int32_t seq,
@@ -203,7 +212,8 @@ private:
                        StepResult &out);
   std::vector<int64_t> blocksOf_;           // [sequences]: table entries in use
   int64_t lastLogitsAt_ = 0, lastRows_ = 0; // the last step's logits
-  bool tablesChanged_ = false;              // tables_ differ from the device's
+  bool lastEveryLogit_ = true; // its rows all have them (else the last)
+  bool tablesChanged_ = false; // tables_ differ from the device's
   StepTimes *timePrefill_ = nullptr, *timeDecode_ = nullptr; // timeLaunches
   std::map<std::string, int64_t> weightBytes_; // each weight buffer's size
 };

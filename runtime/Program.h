@@ -56,21 +56,54 @@ struct KernelCode {
   int params = 0;         // how many arguments every launch passes
 };
 
-/// A matmul the runtime hands to cuBLAS: C[m, n] f32 = A[m, k] f16 .
-/// W[n, k]^T f16, accumulated in fp32 (CUBLAS_COMPUTE_32F).
+/// Which rows of its plan a GEMM multiplies (GemmShape::rows).
+enum class GemmRows {
+  All,   // the plan's m rows (batch plans: a CUDA graph fixes m)
+  Count, // the step's real rows: m = count (prefill plans)
+  Last,  // the step's last real row only: m = 1, A, D and C moved down
+         // count - 1 rows (the LM head when no prefill logits are asked for)
+};
+
+/// A matmul the runtime hands to cuBLAS (or cuBLASLt), row-major and dense:
+/// D[m, n] = A[m, k] f16 . W[n, k]^T f16 (+ C[m, n] when beta is 1), products
+/// and sums in fp32 (CUBLAS_COMPUTE_32F), beta . C added in fp32 and the sum
+/// rounded once to D's type. Its args are A, W, D, then C when beta is 1.
+/// runtime/BlasMatmul.h turns it into cuBLAS's column-major call, which the
+/// cuda device makes and the emu device's stand-in runs.
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
-  /// -1: cublasGemmEx with cuBLAS's own choice; N >= 0: cublasLtMatmul with
-  /// the N-th algorithm cuBLASLt's heuristic ranks for this shape (the last
-  /// one it offers when it offers fewer). kiln tune's prefill.gemm family.
+  /// -1: cublasGemmEx with cuBLAS's own choice (cuBLASLt's first when D is
+  /// not C: cublasGemmEx writes C); N >= 0: cublasLtMatmul with the N-th
+  /// algorithm cuBLASLt's heuristic ranks for this shape (the last one it
+  /// offers when it offers fewer). kiln tune's prefill.gemm family.
   int algo = -1;
+  GemmRows rows = GemmRows::All;
+  /// 0, or 1: D = A . W^T + C, the residual stream accumulated by the GEMM.
+  int beta = 0;
+  /// D's (and C's) element type: f32 (the workspace, for an epilogue
+  /// kernel) or f16 (an activation in the arena: no epilogue kernel).
+  bool f16Out = false;
+
+  /// The rows this GEMM multiplies in a step of `count` real rows, and the
+  /// first of them.
+  int64_t rowsFor(int64_t count) const {
+    return rows == GemmRows::All ? m : rows == GemmRows::Count ? count : 1;
+  }
+  int64_t firstRowFor(int64_t count) const {
+    return rows == GemmRows::Last ? count - 1 : 0;
+  }
 };
 
 /// The largest GemmShape::algo (the heuristic is asked for this many + 1).
 constexpr int kMaxGemmAlgo = 7;
 
-/// Launch::kernel of a cuBLAS GEMM; its args are A, W, C.
+/// Launch::kernel of a cuBLAS GEMM; its args are A, W, D and C (beta 1).
 constexpr int kGemm = -1;
+
+/// When a launch of a prefill plan runs: always, or only when the step's
+/// logits are read back (every row's LM head), or only when they are not
+/// (the last row's: sampling reads nothing else).
+enum class LaunchWhen { Always, EveryLogit, LastLogit };
 
 struct Launch {
   int kernel;       // index into Program::kernels, or kGemm
@@ -79,6 +112,7 @@ struct Launch {
   int64_t blockThreads;
   std::vector<Argument> args;
   GemmShape gemm = {}; // when kernel == kGemm
+  LaunchWhen when = LaunchWhen::Always;
 };
 
 /// A step of up to `rows` rows: a prefill of that many tokens of one

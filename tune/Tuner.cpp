@@ -228,6 +228,12 @@ const std::vector<TuneFamily> &tuneFamilies() {
   return families;
 }
 
+/// The op whose result @prefill returns: the logits.
+static bool isLmHead(Operation *op) {
+  return llvm::any_of(op->getUsers(),
+                      [](Operation *u) { return isa<func::ReturnOp>(u); });
+}
+
 std::vector<std::string> familyKernels(ModuleOp module,
                                        const TuneFamily &family) {
   std::vector<std::string> names;
@@ -238,9 +244,11 @@ std::vector<std::string> familyKernels(ModuleOp module,
       auto kernel = op->getAttrOfType<StringAttr>("kiln.kernel");
       if (!kernel)
         continue; // unnamed: no kernel of it was emitted
-      std::string name = kernel.str() + kSmallGemmSuffix;
-      if (llvm::find(names, name) == names.end())
-        names.push_back(name);
+      // And the LM head's of the last row (a prefill that reads no logits).
+      for (std::string name : {kernel.str() + kSmallGemmSuffix,
+                               kernel.str() + kSmallGemmSuffix + kLastRowSuffix})
+        if (llvm::find(names, name) == names.end())
+          names.push_back(name);
     }
     return names;
   }
@@ -254,6 +262,8 @@ std::vector<std::string> familyKernels(ModuleOp module,
     add(op, "");
     if (family.name == "decode.attention")
       add(batchAttention(module, op), kBatchSuffix);
+    if (family.name == "prefill.epilogue" && isLmHead(op))
+      add(op, kLastRowSuffix);
   }
   return names;
 }
@@ -399,6 +409,13 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
             bool fits = true;
             for (Operation *op : launched) {
               int64_t rows = f->length == "prompt" ? length : batch;
+              // A prompt read back by no one runs its LM head for the last
+              // row only; o_proj's and down_proj's GEMMs add the residual
+              // (no epilogue kernel).
+              if (f->length == "prompt" && isLmHead(op))
+                rows = 1;
+              if (f->name == "prefill.epilogue" && gemmWritesResult(op))
+                continue;
               if (runsCublas(*f, c.opts)) {
                 Value w = op->getOperand(1);
                 micros += gemmMicros(*gpu, rows, dim(w, 0), dim(w, 1));

@@ -7,6 +7,16 @@
 #include <dlfcn.h>
 
 namespace kiln {
+// BlasMatmul.h carries cuBLAS's values without its headers.
+static_assert(int(BlasOp::N) == CUBLAS_OP_N && int(BlasOp::T) == CUBLAS_OP_T);
+static_assert(int(BlasType::F32) == CUDA_R_32F &&
+              int(BlasType::F16) == CUDA_R_16F);
+static_assert(int(BlasCompute::F16) == CUBLAS_COMPUTE_16F &&
+              int(BlasCompute::F32) == CUBLAS_COMPUTE_32F);
+static_assert(int(BlasEpilogue::Default) == CUBLASLT_EPILOGUE_DEFAULT &&
+              int(BlasEpilogue::Relu) == CUBLASLT_EPILOGUE_RELU &&
+              int(BlasEpilogue::Bias) == CUBLASLT_EPILOGUE_BIAS);
+
 namespace {
 /// `member` = the function `symbol` of `lib`; false when it has none.
 template <class Function>
@@ -92,6 +102,61 @@ absl::StatusOr<const CublasLt *> CublasLt::get() {
     return &c;
   }();
   return lt;
+}
+
+void LtMatmulDescs::destroy(const CublasLt &lt) {
+  for (cublasLtMatrixLayout_t l : {a, b, c, d})
+    if (l)
+      lt.layoutDestroy(l);
+  if (desc)
+    lt.descDestroy(desc);
+  *this = {};
+}
+
+absl::StatusOr<LtMatmulDescs> makeLtMatmulDescs(const CublasLt &lt,
+                                                const BlasMatmul &mm) {
+  LtMatmulDescs out;
+  std::string failed; // the first call that failed, with its status
+  auto check = [&](cublasStatus_t r, const char *call) {
+    if (r != CUBLAS_STATUS_SUCCESS && failed.empty())
+      failed = absl::StrCat(call, ": status ", int(r));
+  };
+  auto setDesc = [&](cublasLtMatmulDescAttributes_t attr, auto value) {
+    if (out.desc)
+      check(lt.descSetAttribute(out.desc, attr, &value, sizeof value),
+            "cublasLtMatmulDescSetAttribute");
+  };
+  check(lt.descCreate(&out.desc, cublasComputeType_t(mm.compute),
+                      cudaDataType_t(mm.scale)),
+        "cublasLtMatmulDescCreate");
+  setDesc(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(mm.transA));
+  setDesc(CUBLASLT_MATMUL_DESC_TRANSB, int32_t(mm.transB));
+  setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(mm.epilogue));
+  auto layout = [&](cublasLtMatrixLayout_t &l, const BlasMatrix &x) {
+    check(lt.layoutCreate(&l, cudaDataType_t(x.type), uint64_t(x.rows),
+                          uint64_t(x.cols), int64_t(x.ld)),
+          "cublasLtMatrixLayoutCreate");
+    if (!l)
+      return;
+    int32_t batches = int32_t(mm.batchCount);
+    int64_t stride = x.batchStride;
+    check(lt.layoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batches,
+                                sizeof batches),
+          "cublasLtMatrixLayoutSetAttribute");
+    check(lt.layoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                &stride, sizeof stride),
+          "cublasLtMatrixLayoutSetAttribute");
+  };
+  layout(out.a, mm.a);
+  layout(out.b, mm.b);
+  layout(out.c, mm.c);
+  layout(out.d, mm.d);
+  if (!failed.empty()) {
+    out.destroy(lt);
+    return absl::InternalError(absl::StrCat("cuda device: ", failed, ", for ",
+                                            describeBlasMatmul(mm)));
+  }
+  return out;
 }
 
 } // namespace kiln

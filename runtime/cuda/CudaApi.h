@@ -11,6 +11,8 @@
 #ifndef KILN_RUNTIME_CUDA_CUDAAPI_H
 #define KILN_RUNTIME_CUDA_CUDAAPI_H
 
+#include "runtime/BlasMatmul.h"
+
 #include "absl/status/statusor.h"
 
 #include <cublasLt.h>
@@ -106,6 +108,8 @@ struct Cublas {
     "cublasLtMatmulDescSetAttribute")                                          \
   X(descDestroy, cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy")       \
   X(layoutCreate, cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate")    \
+  X(layoutSetAttribute, cublasLtMatrixLayoutSetAttribute,                      \
+    "cublasLtMatrixLayoutSetAttribute")                                        \
   X(layoutDestroy, cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy") \
   X(preferenceCreate, cublasLtMatmulPreferenceCreate,                          \
     "cublasLtMatmulPreferenceCreate")                                          \
@@ -125,6 +129,22 @@ struct CublasLt {
 
   static absl::StatusOr<const CublasLt *> get();
 };
+
+/// cuBLASLt's description of one call: the operation (compute and scale
+/// types, transposes, epilogue) and the layouts of A, B, C and D (type,
+/// rows, columns, leading dimension, batch count and stride), every field
+/// of the BlasMatmul set explicitly. Made without a handle: no GPU needed.
+struct LtMatmulDescs {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+
+  void destroy(const CublasLt &lt);
+};
+
+/// The descriptors of `mm`; fails naming the call and cuBLASLt's status
+/// (having destroyed what it made).
+absl::StatusOr<LtMatmulDescs> makeLtMatmulDescs(const CublasLt &lt,
+                                                const BlasMatmul &mm);
 
 } // namespace kiln
 

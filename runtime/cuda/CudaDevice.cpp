@@ -121,13 +121,8 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
 CudaDevice::~CudaDevice() {
   if (!cu_)
     return;
-  for (auto &[shape, g] : ltGemms_) {
-    for (cublasLtMatrixLayout_t l : {g.w, g.a, g.c})
-      if (l)
-        lt_->layoutDestroy(l);
-    if (g.desc)
-      lt_->descDestroy(g.desc);
-  }
+  for (auto &[key, g] : ltGemms_)
+    g.descs.destroy(*lt_);
   if (ltHandle_)
     lt_->destroy(ltHandle_);
   if (blasHandle_)
@@ -398,7 +393,9 @@ absl::Status CudaDevice::run(const std::vector<Launch> &launches) {
   plan_ = &launches;
   if (timing_)
     return launchTimed(launches);
-  // Decode steps repeat: each plan is captured once and replayed.
+  // Decode steps repeat: each plan is captured once and replayed (their
+  // GEMMs multiply the plan's every row: the bundle's reader refuses a
+  // batch plan whose GEMM follows the count).
   if (!useGraphs_ || !isDecodePlan(launches))
     return launch(launches);
   auto it = graphs_.find(&launches);
@@ -448,65 +445,116 @@ absl::Status CudaDevice::prepareLtGemms() {
   for (const auto *plans : {&program_.prefill, &program_.batches})
     for (const StepPlan &plan : *plans)
       for (const Launch &l : plan.launches) {
-        const GemmShape &g = l.gemm;
-        if (l.kernel != kGemm || g.algo < 0 ||
-            ltGemms_.count({g.m, g.n, g.k, g.algo}))
+        if (l.kernel != kGemm)
           continue;
-        auto fail = [&](const char *call, int status) {
-          return absl::InternalError(absl::StrCat(
-              "cuda device: ", call, " for the GEMM [", g.m, ", ", g.k, "] . [",
-              g.n, ", ", g.k, "]^T of ", l.name, ": status ", status));
-        };
-        if (!lt_) {
-          auto lt = CublasLt::get();
-          if (!lt.ok())
-            return lt.status();
-          lt_ = *lt;
-          if (int r = lt_->create(&ltHandle_))
-            return fail("cublasLtCreate", r);
-        }
-        // As cublasGemmEx is called (launchOne): column-major
-        // C^T[n, m] = W^T . A^T, W [k, n] transposed, A [k, m] as is.
-        LtGemm &lg = ltGemms_[{g.m, g.n, g.k, g.algo}];
-        cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-        if (int r = lt_->descCreate(&lg.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F))
-          return fail("cublasLtMatmulDescCreate", r);
-        if (int r = lt_->descSetAttribute(lg.desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                          &t, sizeof t))
-          return fail("cublasLtMatmulDescSetAttribute", r);
-        if (int r = lt_->descSetAttribute(lg.desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                          &n, sizeof n))
-          return fail("cublasLtMatmulDescSetAttribute", r);
-        if (int r = lt_->layoutCreate(&lg.w, CUDA_R_16F, g.k, g.n, g.k))
-          return fail("cublasLtMatrixLayoutCreate", r);
-        if (int r = lt_->layoutCreate(&lg.a, CUDA_R_16F, g.k, g.m, g.k))
-          return fail("cublasLtMatrixLayoutCreate", r);
-        if (int r = lt_->layoutCreate(&lg.c, CUDA_R_32F, g.n, g.m, g.n))
-          return fail("cublasLtMatrixLayoutCreate", r);
-        cublasLtMatmulPreference_t pref = nullptr;
-        if (int r = lt_->preferenceCreate(&pref))
-          return fail("cublasLtMatmulPreferenceCreate", r);
-        uint64_t bytes = blasWorkspaceBytes_;
-        lt_->preferenceSetAttribute(pref,
-                                    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                    &bytes, sizeof bytes);
-        cublasLtMatmulHeuristicResult_t found[kMaxGemmAlgo + 1] = {};
-        int count = 0;
-        int r =
-            lt_->algoGetHeuristic(ltHandle_, lg.desc, lg.w, lg.a, lg.c, lg.c,
-                                  pref, kMaxGemmAlgo + 1, found, &count);
-        lt_->preferenceDestroy(pref);
-        if (r != 0 || count == 0)
-          return fail("cublasLtMatmulAlgoGetHeuristic (no algorithm)", r);
-        lg.algo = found[std::min(g.algo, count - 1)].algo;
+        // Pointers do not matter to the descriptors, only which are equal.
+        char a, w, d, c;
+        BlasMatmul mm =
+            blasMatmulOf(l.gemm, plan.rows, &a, &w, &d, l.gemm.beta ? &c : &d);
+        if (!mm.usesLt())
+          continue;
+        if (auto made = ltGemm(mm, l.name); !made.ok())
+          return made.status();
       }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const CudaDevice::LtGemm *>
+CudaDevice::ltGemm(const BlasMatmul &mm, const std::string &name) {
+  std::vector<int64_t> key = {int64_t(mm.transA),
+                              int64_t(mm.transB),
+                              mm.m,
+                              mm.n,
+                              mm.k,
+                              int64_t(mm.compute),
+                              int64_t(mm.scale),
+                              int64_t(mm.epilogue),
+                              mm.batchCount,
+                              mm.algo};
+  for (const BlasMatrix *x : {&mm.a, &mm.b, &mm.c, &mm.d})
+    key.insert(key.end(),
+               {int64_t(x->type), x->rows, x->cols, x->ld, x->batchStride});
+  if (auto it = ltGemms_.find(key); it != ltGemms_.end())
+    return &it->second;
+  auto fail = [&](const std::string &why) {
+    return absl::InternalError(absl::StrCat(
+        "cuda device: ", why, " for ", describeBlasMatmul(mm), " of ", name));
+  };
+  if (!lt_) {
+    auto lt = CublasLt::get();
+    if (!lt.ok())
+      return lt.status();
+    lt_ = *lt;
+    if (int r = lt_->create(&ltHandle_))
+      return fail(absl::StrCat("cublasLtCreate: status ", r));
+  }
+  auto descs = makeLtMatmulDescs(*lt_, mm);
+  if (!descs.ok())
+    return fail(std::string(descs.status().message()));
+  LtGemm g{*descs, {}};
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (int r = lt_->preferenceCreate(&pref)) {
+    g.descs.destroy(*lt_);
+    return fail(absl::StrCat("cublasLtMatmulPreferenceCreate: status ", r));
+  }
+  uint64_t bytes = blasWorkspaceBytes_;
+  lt_->preferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                              &bytes, sizeof bytes);
+  cublasLtMatmulHeuristicResult_t found[kMaxGemmAlgo + 1] = {};
+  int count = 0;
+  int r = lt_->algoGetHeuristic(ltHandle_, g.descs.desc, g.descs.a, g.descs.b,
+                                g.descs.c, g.descs.d, pref, kMaxGemmAlgo + 1,
+                                found, &count);
+  lt_->preferenceDestroy(pref);
+  if (r != 0 || count == 0) {
+    g.descs.destroy(*lt_);
+    return fail(absl::StrCat(
+        "cublasLtMatmulAlgoGetHeuristic (no algorithm): status ", r));
+  }
+  // algo -1 (cuBLAS's choice) is the heuristic's first.
+  g.algo = found[std::clamp(mm.algo, 0, count - 1)].algo;
+  return &ltGemms_.emplace(std::move(key), g).first->second;
+}
+
+absl::Status CudaDevice::blasMatmul(const BlasMatmul &mm, const Launch &l) {
+  if (mm.usesLt()) {
+    auto g = ltGemm(mm, l.name);
+    if (!g.ok())
+      return g.status();
+    const LtMatmulDescs &d = (*g)->descs;
+    int r = lt_->matmul(ltHandle_, d.desc, &mm.alpha, mm.a.data, d.a, mm.b.data,
+                        d.b, &mm.beta, mm.c.data, d.c, mm.d.data, d.d,
+                        &(*g)->algo, reinterpret_cast<void *>(blasWorkspace_),
+                        blasWorkspaceBytes_,
+                        reinterpret_cast<cudaStream_t>(stream_));
+    if (r != 0)
+      return absl::InternalError(
+          absl::StrCat("cuda device: cublasLtMatmul: status ", r, ", for ",
+                       describeBlasMatmul(mm)));
+    return absl::OkStatus();
+  }
+  // cublasGemmEx has no batches or epilogues, and writes C.
+  if (mm.batchCount != 1 || mm.epilogue != BlasEpilogue::Default ||
+      mm.c.type != mm.d.type || mm.c.ld != mm.d.ld)
+    return absl::InternalError(absl::StrCat(
+        "cuda device: cublasGemmEx cannot make ", describeBlasMatmul(mm)));
+  int r = blas_->gemmEx(blasHandle_, int(mm.transA), int(mm.transB), int(mm.m),
+                        int(mm.n), int(mm.k), &mm.alpha, mm.a.data,
+                        int(mm.a.type), int(mm.a.ld), mm.b.data, int(mm.b.type),
+                        int(mm.b.ld), &mm.beta, mm.d.data, int(mm.d.type),
+                        int(mm.d.ld), int(mm.compute), CUBLAS_GEMM_DEFAULT);
+  if (r != 0)
+    return absl::InternalError(
+        absl::StrCat("cuda device: cublasGemmEx: status ", r, ", for ",
+                     describeBlasMatmul(mm)));
   return absl::OkStatus();
 }
 
 absl::Status CudaDevice::launch(const std::vector<Launch> &launches) {
   for (const Launch &l : launches)
-    if (absl::Status s = launchOne(l); !s.ok())
-      return s;
+    if (runs(l))
+      if (absl::Status s = launchOne(l); !s.ok())
+        return s;
   return absl::OkStatus();
 }
 
@@ -527,34 +575,12 @@ absl::Status CudaDevice::enqueue(const Launch &l) {
   for (const Argument &a : l.args)
     args.push_back(address(a));
   if (l.kernel == kGemm) {
-    // Row-major C[m, n] = A[m, k] . W[n, k]^T is column-major
-    // C^T[n, m] = W^T . A^T: W transposed, A as is.
-    const float one = 1.0f, zero = 0.0f;
-    const GemmShape &g = l.gemm;
-    if (g.algo >= 0) {
-      const LtGemm &lg = ltGemms_.at({g.m, g.n, g.k, g.algo});
-      int r = lt_->matmul(
-          ltHandle_, lg.desc, &one, reinterpret_cast<void *>(args[1]), lg.w,
-          reinterpret_cast<void *>(args[0]), lg.a, &zero,
-          reinterpret_cast<void *>(args[2]), lg.c,
-          reinterpret_cast<void *>(args[2]), lg.c, &lg.algo,
-          reinterpret_cast<void *>(blasWorkspace_), blasWorkspaceBytes_,
-          reinterpret_cast<cudaStream_t>(stream_));
-      if (r != 0)
-        return absl::InternalError(
-            absl::StrCat("cuda device: cublasLtMatmul: status ", r));
-      return absl::OkStatus();
-    }
-    int r = blas_->gemmEx(
-        blasHandle_, CUBLAS_OP_T, CUBLAS_OP_N, int(g.n), int(g.m), int(g.k),
-        &one, reinterpret_cast<void *>(args[1]), CUDA_R_16F, int(g.k),
-        reinterpret_cast<void *>(args[0]), CUDA_R_16F, int(g.k), &zero,
-        reinterpret_cast<void *>(args[2]), CUDA_R_32F, int(g.n),
-        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (r != 0)
-      return absl::InternalError(
-          absl::StrCat("cuda device: cublasGemmEx: status ", r));
-    return absl::OkStatus();
+    // The very call the emu device's stand-in runs (runtime/BlasMatmul.h).
+    auto ptr = [&](size_t i) {
+      return i < args.size() ? reinterpret_cast<void *>(args[i]) : nullptr;
+    };
+    return blasMatmul(
+        blasMatmulOf(l.gemm, count_, ptr(0), ptr(1), ptr(2), ptr(3)), l);
   }
   std::vector<void *> params;
   for (CUdeviceptr &a : args)
@@ -577,13 +603,17 @@ absl::Status CudaDevice::launchTimed(const std::vector<Launch> &launches) {
   }
   KILN_CU(eventRecord(events_[0], stream_));
   for (size_t i = 0; i < launches.size(); ++i) {
-    if (absl::Status s = launchOne(launches[i]); !s.ok())
-      return s;
+    // A launch the step skips: an empty interval, not recorded.
+    if (runs(launches[i]))
+      if (absl::Status s = launchOne(launches[i]); !s.ok())
+        return s;
     KILN_CU(eventRecord(events_[i + 1], stream_));
   }
   KILN_CU(eventSynchronize(events_[launches.size()]));
   for (size_t i = 0; i < launches.size(); ++i) {
     float ms = 0;
+    if (!runs(launches[i]))
+      continue;
     KILN_CU(eventElapsedTime(&ms, events_[i], events_[i + 1]));
     recordLaunch(launches[i], double(ms) * 1e3);
   }

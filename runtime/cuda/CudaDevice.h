@@ -91,9 +91,19 @@ private:
   absl::Status launchTimed(const std::vector<Launch> &launches);
   bool isDecodePlan(const std::vector<Launch> &launches) const;
   absl::StatusOr<CUgraphExec> capture(const std::vector<Launch> &launches);
-  /// cuBLASLt's descriptors and chosen algorithm for every GEMM launch that
-  /// asks for one (GemmShape::algo >= 0), made once.
+  /// Makes cuBLASLt's descriptors and algorithm of every GEMM launch that
+  /// goes to cuBLASLt, at its plan's full rows: a refusal shows at start.
   absl::Status prepareLtGemms();
+  /// cuBLASLt's descriptors and chosen algorithm for `mm`, made on first
+  /// use (a prefill's m is its real token count) and kept.
+  struct LtGemm {
+    LtMatmulDescs descs;
+    cublasLtMatmulAlgo_t algo = {};
+  };
+  absl::StatusOr<const LtGemm *> ltGemm(const BlasMatmul &mm,
+                                        const std::string &name);
+  /// Runs `mm`, the BlasMatmul of GEMM launch `l`.
+  absl::Status blasMatmul(const BlasMatmul &mm, const Launch &l);
 
   const CudaDriver *cu_ = nullptr;
   const Cublas *blas_ = nullptr;
@@ -102,12 +112,8 @@ private:
   size_t blasWorkspaceBytes_ = 0;
   const CublasLt *lt_ = nullptr;
   cublasLtHandle_t ltHandle_ = nullptr;
-  struct LtGemm {
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t w = nullptr, a = nullptr, c = nullptr;
-    cublasLtMatmulAlgo_t algo = {};
-  };
-  std::map<std::array<int64_t, 4>, LtGemm> ltGemms_; // by m, n, k, algo
+  // By every field of the call but its pointers and scalars.
+  std::map<std::vector<int64_t>, LtGemm> ltGemms_;
   CUdevice gpu_ = 0;
   CUcontext ctx_ = nullptr;
   std::string target_;

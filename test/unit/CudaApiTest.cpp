@@ -34,6 +34,88 @@ TEST(CudaApi, CublasAndCublasLtHaveEveryFunctionKilnCalls) {
   EXPECT_TRUE(lt.ok()) << lt.status();
 }
 
+// Every descriptor attribute kiln sets, set on the real cuBLASLt (no GPU
+// is needed to describe a call) and read back: a value the library refuses
+// or takes otherwise fails here, not at the first cuda run.
+TEST(CudaApi, CublasLtTakesEveryAttributeOfKilnsCalls) {
+  auto lt = CublasLt::get();
+  ASSERT_TRUE(lt.ok()) << lt.status();
+  // The library CublasLt::get() opened (by its soname).
+  void *lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  auto getDesc = reinterpret_cast<decltype(&cublasLtMatmulDescGetAttribute)>(
+      dlsym(lib, "cublasLtMatmulDescGetAttribute"));
+  auto getLayout =
+      reinterpret_cast<decltype(&cublasLtMatrixLayoutGetAttribute)>(
+          dlsym(lib, "cublasLtMatrixLayoutGetAttribute"));
+  ASSERT_TRUE(getDesc && getLayout);
+  // Each read with the attribute's own type, as cuBLASLt requires.
+  auto descAttr = [&]<class T>(cublasLtMatmulDesc_t d,
+                               cublasLtMatmulDescAttributes_t a, T) {
+    T v = 0;
+    size_t written = 0;
+    EXPECT_EQ(getDesc(d, a, &v, sizeof v, &written), CUBLAS_STATUS_SUCCESS);
+    return int64_t(v);
+  };
+  auto layoutAttr = [&]<class T>(cublasLtMatrixLayout_t l,
+                                 cublasLtMatrixLayoutAttribute_t a, T) {
+    T v = 0;
+    size_t written = 0;
+    EXPECT_EQ(getLayout(l, a, &v, sizeof v, &written), CUBLAS_STATUS_SUCCESS);
+    return int64_t(v);
+  };
+  char a[1], w[1], d[1], c[1];
+  GemmShape epilogueGemm{64, 4096, 4096, 2};   // f32 for an epilogue
+  GemmShape residualGemm{64, 4096, 11008, -1}; // f16 D = A . W^T + C
+  residualGemm.rows = GemmRows::Count;
+  residualGemm.beta = 1;
+  residualGemm.f16Out = true;
+  BlasMatmul batched = blasMatmulOf(epilogueGemm, 64, a, w, d, nullptr);
+  batched.batchCount = 3; // the layouts' batch attributes, exercised
+  batched.a.batchStride = 4096 * 4096;
+  for (const BlasMatmul &mm :
+       {blasMatmulOf(epilogueGemm, 64, a, w, d, nullptr),
+        blasMatmulOf(residualGemm, 17, a, w, d, c), batched}) {
+    SCOPED_TRACE(describeBlasMatmul(mm));
+    auto descs = makeLtMatmulDescs(**lt, mm);
+    ASSERT_TRUE(descs.ok()) << descs.status();
+    EXPECT_EQ(
+        descAttr(descs->desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, int32_t()),
+        int64_t(mm.compute));
+    EXPECT_EQ(descAttr(descs->desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, int32_t()),
+              int64_t(mm.scale));
+    EXPECT_EQ(descAttr(descs->desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t()),
+              int64_t(mm.transA));
+    EXPECT_EQ(descAttr(descs->desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t()),
+              int64_t(mm.transB));
+    EXPECT_EQ(descAttr(descs->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t()),
+              int64_t(mm.epilogue));
+    const std::pair<cublasLtMatrixLayout_t, const BlasMatrix *> layouts[] = {
+        {descs->a, &mm.a},
+        {descs->b, &mm.b},
+        {descs->c, &mm.c},
+        {descs->d, &mm.d}};
+    for (auto [layout, x] : layouts) {
+      EXPECT_EQ(layoutAttr(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, uint32_t()),
+                int64_t(x->type));
+      EXPECT_EQ(layoutAttr(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, uint64_t()),
+                x->rows);
+      EXPECT_EQ(layoutAttr(layout, CUBLASLT_MATRIX_LAYOUT_COLS, uint64_t()),
+                x->cols);
+      EXPECT_EQ(layoutAttr(layout, CUBLASLT_MATRIX_LAYOUT_LD, int64_t()),
+                x->ld);
+      EXPECT_EQ(
+          layoutAttr(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, int32_t()),
+          mm.batchCount);
+      EXPECT_EQ(layoutAttr(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                           int64_t()),
+                x->batchStride);
+    }
+    descs->destroy(**lt);
+  }
+  dlclose(lib);
+}
+
 TEST(CudaApi, NvrtcOpensAndSaysItsVersion) {
   auto version = nvrtcVersion();
   ASSERT_TRUE(version.ok()) << version.status();

@@ -95,3 +95,64 @@ TEST(PlanDevice, ARefusalNamesEveryPart) {
             "block 32.0 MiB, L2 flush buffer 100.0 MiB, margin 256.0 MiB); the "
             "GPU has 500.0 MiB free");
 }
+
+namespace {
+/// Records the launches each step runs (PlanDevice::runs).
+class RecordingDevice : public PlanDevice {
+public:
+  explicit RecordingDevice(Program p) : PlanDevice(std::move(p)) {}
+  std::string name() const override { return "recording"; }
+  std::vector<std::string> ran;
+
+private:
+  absl::Status sendInputs(int64_t) override { return absl::OkStatus(); }
+  absl::Status sendTables() override { return absl::OkStatus(); }
+  absl::Status run(const std::vector<Launch> &launches) override {
+    ran.clear();
+    for (const Launch &l : launches)
+      if (runs(l))
+        ran.push_back(l.name);
+    return absl::OkStatus();
+  }
+  absl::Status clearHistory(int32_t) override { return absl::OkStatus(); }
+  absl::Status readLogits(int64_t, float *, size_t) override {
+    return absl::OkStatus();
+  }
+  absl::Status readSampled(int64_t) override { return absl::OkStatus(); }
+};
+} // namespace
+
+// A prefill runs the LM head of every row when its logits are read back,
+// else that of the last row, whose logits alone it then has.
+TEST(PlanDevice, TheLmHeadOfEveryRowOnlyWhenTheLogitsAreRead) {
+  Program p = smallProgram();
+  p.poolBlocks = 8;
+  p.tableBlocks = 8;
+  p.blockSize = 16;
+  p.maxPositions = 128;
+  Launch every{0, "every", {1, 1, 1}, 32, {}, {}};
+  every.when = LaunchWhen::EveryLogit;
+  Launch last{0, "last", {1, 1, 1}, 32, {}, {}};
+  last.when = LaunchWhen::LastLogit;
+  Launch always{0, "always", {1, 1, 1}, 32, {}, {}};
+  p.prefill = {StepPlan{16, {always, every, last}}};
+  RecordingDevice dev(p);
+  std::vector<int32_t> tokens = {1, 2, 3};
+  ASSERT_TRUE(dev.prefillSequence(0, tokens, 0, {}, true).ok());
+  EXPECT_EQ(dev.ran, (std::vector<std::string>{"always", "every"}));
+  EXPECT_TRUE(dev.lastLogits(0).ok());
+  ASSERT_TRUE(dev.prefillSequence(0, tokens, 0, {}, false).ok());
+  EXPECT_EQ(dev.ran, (std::vector<std::string>{"always", "last"}));
+  EXPECT_TRUE(dev.lastLogits(2).ok());
+  auto other = dev.lastLogits(1);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().message(),
+            "recording device: the last step computed the logits of its last "
+            "row (2) only, not of row 1");
+  // A decode step has no such launches: every row's logits, asked or not.
+  ASSERT_TRUE(dev.setTable(1, std::vector<int32_t>{4}).ok());
+  ASSERT_TRUE(dev.decodeBatch(
+                     std::vector<BatchRow>{{0, 1, 3, {}}, {1, 2, 0, {}}}, false)
+                  .ok());
+  EXPECT_TRUE(dev.lastLogits(0).ok());
+}

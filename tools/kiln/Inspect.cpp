@@ -1,5 +1,6 @@
 //===- Inspect.cpp - kiln inspect: a bundle, readably ---------------------===//
 #include "inspect/SassAudit.h"
+#include "runtime/BlasMatmul.h"
 #include "runtime/Bundle.h"
 #include "runtime/SafeTensors.h"
 #include "tools/kiln/Commands.h"
@@ -68,15 +69,20 @@ void printLaunches(const Program &p, const std::vector<Launch> &launches) {
   for (const Launch &l : launches) {
     if (l.kernel == kGemm)
       os << llvm::formatv(
-          "    {0,-34} cuBLAS GEMM [{1}, {2}] . [{3}, {2}]^T{4}:", l.name,
-          l.gemm.m, l.gemm.k, l.gemm.n,
+          "    {0,-34} cuBLAS GEMM {1}{2}", l.name, describeGemm(l.gemm),
           l.gemm.algo < 0
               ? std::string()
               : " (cuBLASLt algorithm " + std::to_string(l.gemm.algo) + ")");
     else
-      os << llvm::formatv("    {0,-34} {1} grid ({2}, {3}, {4}) x {5}:", l.name,
+      os << llvm::formatv("    {0,-34} {1} grid ({2}, {3}, {4}) x {5}", l.name,
                           p.kernels[l.kernel].name, l.grid[0], l.grid[1],
                           l.grid[2], l.blockThreads);
+    // The LM head of a prefill: every row's when the logits are read back,
+    // else the last row's.
+    if (l.when != LaunchWhen::Always)
+      os << (l.when == LaunchWhen::EveryLogit ? ", if the logits are read"
+                                               : ", if they are not");
+    os << ":";
     for (const Argument &a : l.args) {
       os << " " << regionName(a.region);
       if (a.region == Region::Arena || a.region == Region::Pool)

@@ -46,9 +46,11 @@ std::pair<int64_t, int64_t> splitKernels(func::FuncOp fn) {
 }
 
 /// What one step launches on a device (the Program codegen builds): the
-/// generated kernels of its ops, a GEMM before each of prefill's matmul
-/// epilogues (cuBLAS's or cuBLASLt's, or kiln's own kernel with
-/// gemm-algo=-2), and the sampling kernel that ends every step.
+/// generated kernels of its ops, a GEMM for each of prefill's matmuls
+/// (cuBLAS's or cuBLASLt's, or kiln's own kernel with gemm-algo=-2; an
+/// epilogue kernel after it unless the GEMM writes the result itself), and
+/// the sampling kernel that ends every step. A prefill as a server runs it:
+/// the LM head of the last row only.
 struct StepLaunches {
   int64_t kernels = 0, sampling = 0;
   int64_t cublas = 0, ownGemms = 0; // the GEMMs of each kind
@@ -59,6 +61,10 @@ StepLaunches countLaunches(const Program &p,
                            const std::vector<Launch> &launches) {
   StepLaunches n;
   for (const Launch &l : launches) {
+    // A step that samples without reading its logits back (the LM head of
+    // its last row).
+    if (l.when == LaunchWhen::EveryLogit)
+      continue;
     bool inLayer = StringRef(l.name).starts_with("layers.");
     if (l.kernel == kGemm) {
       ++n.cublas;
@@ -69,7 +75,8 @@ StepLaunches countLaunches(const Program &p,
     std::string gemm = kSmallGemmSuffix;
     if (kernel.starts_with("sampling.")) {
       ++n.sampling;
-    } else if (kernel.ends_with(gemm) || kernel.contains(gemm + "@")) {
+    } else if (kernel.ends_with(gemm) || kernel.contains(gemm + "@") ||
+               kernel.contains(gemm + kLastRowSuffix)) {
       ++n.ownGemms;
       n.layerGemms += inLayer;
     } else {
