@@ -159,4 +159,40 @@ absl::StatusOr<LtMatmulDescs> makeLtMatmulDescs(const CublasLt &lt,
   return out;
 }
 
+uint32_t blasAlignment(const void *p) {
+  uint32_t aligned = 256;
+  while (aligned > 1 && reinterpret_cast<uintptr_t>(p) % aligned)
+    aligned /= 2;
+  return aligned;
+}
+
+absl::StatusOr<cublasLtMatmulPreference_t>
+makeLtPreference(const CublasLt &lt, const BlasMatmul &mm,
+                 uint64_t workspaceBytes) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (cublasStatus_t r = lt.preferenceCreate(&pref))
+    return absl::InternalError(absl::StrCat(
+        "cuda device: cublasLtMatmulPreferenceCreate: status ", int(r)));
+  cublasStatus_t r =
+      lt.preferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                &workspaceBytes, sizeof workspaceBytes);
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void *>
+      alignments[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, mm.a.data},
+                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, mm.b.data},
+                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, mm.c.data},
+                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, mm.d.data}};
+  for (auto [attr, data] : alignments) {
+    uint32_t aligned = blasAlignment(data);
+    if (r == CUBLAS_STATUS_SUCCESS)
+      r = lt.preferenceSetAttribute(pref, attr, &aligned, sizeof aligned);
+  }
+  if (r != CUBLAS_STATUS_SUCCESS) {
+    lt.preferenceDestroy(pref);
+    return absl::InternalError(absl::StrCat(
+        "cuda device: cublasLtMatmulPreferenceSetAttribute: status ", int(r),
+        ", for ", describeBlasMatmul(mm)));
+  }
+  return pref;
+}
+
 } // namespace kiln

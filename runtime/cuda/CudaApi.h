@@ -146,6 +146,18 @@ struct LtMatmulDescs {
 absl::StatusOr<LtMatmulDescs> makeLtMatmulDescs(const CublasLt &lt,
                                                 const BlasMatmul &mm);
 
+/// The largest power of two up to 256 that divides `p`'s address.
+uint32_t blasAlignment(const void *p);
+
+/// cuBLASLt's search preference for `mm` (to be destroyed by the caller):
+/// at most `workspaceBytes` of workspace, and each matrix aligned as its
+/// pointer is (the heuristic otherwise takes 256 bytes, and a row moved
+/// down, GemmRows::Last, may be less: an algorithm that needs more would
+/// fail at the call).
+absl::StatusOr<cublasLtMatmulPreference_t>
+makeLtPreference(const CublasLt &lt, const BlasMatmul &mm,
+                 uint64_t workspaceBytes);
+
 } // namespace kiln
 
 #endif // KILN_RUNTIME_CUDA_CUDAAPI_H

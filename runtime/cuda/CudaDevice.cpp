@@ -447,10 +447,13 @@ absl::Status CudaDevice::prepareLtGemms() {
       for (const Launch &l : plan.launches) {
         if (l.kernel != kGemm)
           continue;
-        // Pointers do not matter to the descriptors, only which are equal.
-        char a, w, d, c;
+        auto at = [&](size_t i) {
+          return i < l.args.size()
+                     ? reinterpret_cast<void *>(address(l.args[i]))
+                     : nullptr;
+        };
         BlasMatmul mm =
-            blasMatmulOf(l.gemm, plan.rows, &a, &w, &d, l.gemm.beta ? &c : &d);
+            blasMatmulOf(l.gemm, plan.rows, at(0), at(1), at(2), at(3));
         if (!mm.usesLt())
           continue;
         if (auto made = ltGemm(mm, l.name); !made.ok())
@@ -471,9 +474,10 @@ CudaDevice::ltGemm(const BlasMatmul &mm, const std::string &name) {
                               int64_t(mm.epilogue),
                               mm.batchCount,
                               mm.algo};
+  // The pointers' alignments too: the algorithm is chosen for them.
   for (const BlasMatrix *x : {&mm.a, &mm.b, &mm.c, &mm.d})
-    key.insert(key.end(),
-               {int64_t(x->type), x->rows, x->cols, x->ld, x->batchStride});
+    key.insert(key.end(), {int64_t(x->type), x->rows, x->cols, x->ld,
+                           x->batchStride, int64_t(blasAlignment(x->data))});
   if (auto it = ltGemms_.find(key); it != ltGemms_.end())
     return &it->second;
   auto fail = [&](const std::string &why) {
@@ -488,24 +492,25 @@ CudaDevice::ltGemm(const BlasMatmul &mm, const std::string &name) {
     if (int r = lt_->create(&ltHandle_))
       return fail(absl::StrCat("cublasLtCreate: status ", r));
   }
+  // Their errors name the call already; the launch is added.
+  auto ofLaunch = [&](const absl::Status &s) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " of ", name));
+  };
   auto descs = makeLtMatmulDescs(*lt_, mm);
   if (!descs.ok())
-    return fail(std::string(descs.status().message()));
+    return ofLaunch(descs.status());
   LtGemm g{*descs, {}};
-  cublasLtMatmulPreference_t pref = nullptr;
-  if (int r = lt_->preferenceCreate(&pref)) {
+  auto pref = makeLtPreference(*lt_, mm, blasWorkspaceBytes_);
+  if (!pref.ok()) {
     g.descs.destroy(*lt_);
-    return fail(absl::StrCat("cublasLtMatmulPreferenceCreate: status ", r));
+    return ofLaunch(pref.status());
   }
-  uint64_t bytes = blasWorkspaceBytes_;
-  lt_->preferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                              &bytes, sizeof bytes);
   cublasLtMatmulHeuristicResult_t found[kMaxGemmAlgo + 1] = {};
   int count = 0;
   int r = lt_->algoGetHeuristic(ltHandle_, g.descs.desc, g.descs.a, g.descs.b,
-                                g.descs.c, g.descs.d, pref, kMaxGemmAlgo + 1,
+                                g.descs.c, g.descs.d, *pref, kMaxGemmAlgo + 1,
                                 found, &count);
-  lt_->preferenceDestroy(pref);
+  lt_->preferenceDestroy(*pref);
   if (r != 0 || count == 0) {
     g.descs.destroy(*lt_);
     return fail(absl::StrCat(

@@ -48,7 +48,10 @@ TEST(CudaApi, CublasLtTakesEveryAttributeOfKilnsCalls) {
   auto getLayout =
       reinterpret_cast<decltype(&cublasLtMatrixLayoutGetAttribute)>(
           dlsym(lib, "cublasLtMatrixLayoutGetAttribute"));
-  ASSERT_TRUE(getDesc && getLayout);
+  auto getPref =
+      reinterpret_cast<decltype(&cublasLtMatmulPreferenceGetAttribute)>(
+          dlsym(lib, "cublasLtMatmulPreferenceGetAttribute"));
+  ASSERT_TRUE(getDesc && getLayout && getPref);
   // Each read with the attribute's own type, as cuBLASLt requires.
   auto descAttr = [&]<class T>(cublasLtMatmulDesc_t d,
                                cublasLtMatmulDescAttributes_t a, T) {
@@ -64,7 +67,12 @@ TEST(CudaApi, CublasLtTakesEveryAttributeOfKilnsCalls) {
     EXPECT_EQ(getLayout(l, a, &v, sizeof v, &written), CUBLAS_STATUS_SUCCESS);
     return int64_t(v);
   };
-  char a[1], w[1], d[1], c[1];
+  // Pointers of several alignments: 256 bytes, and a row of 24 halves down.
+  alignas(256) static char buffer[4][512];
+  char *a = buffer[0], *w = buffer[1], *d = buffer[2] + 48, *c = buffer[3] + 8;
+  EXPECT_EQ(blasAlignment(a), 256u);
+  EXPECT_EQ(blasAlignment(d), 16u);
+  EXPECT_EQ(blasAlignment(c), 8u);
   GemmShape epilogueGemm{64, 4096, 4096, 2};   // f32 for an epilogue
   GemmShape residualGemm{64, 4096, 11008, -1}; // f16 D = A . W^T + C
   residualGemm.rows = GemmRows::Count;
@@ -112,6 +120,27 @@ TEST(CudaApi, CublasLtTakesEveryAttributeOfKilnsCalls) {
                 x->batchStride);
     }
     descs->destroy(**lt);
+    // The search's preference: the workspace, and each matrix's alignment.
+    auto pref = makeLtPreference(**lt, mm, 32 << 20);
+    ASSERT_TRUE(pref.ok()) << pref.status();
+    auto prefAttr = [&]<class T>(cublasLtMatmulPreferenceAttributes_t a, T) {
+      T v = 0;
+      size_t written = 0;
+      EXPECT_EQ(getPref(*pref, a, &v, sizeof v, &written),
+                CUBLAS_STATUS_SUCCESS);
+      return int64_t(v);
+    };
+    EXPECT_EQ(prefAttr(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t()),
+              32 << 20);
+    EXPECT_EQ(prefAttr(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t()),
+              blasAlignment(mm.a.data));
+    EXPECT_EQ(prefAttr(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t()),
+              blasAlignment(mm.b.data));
+    EXPECT_EQ(prefAttr(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t()),
+              blasAlignment(mm.c.data));
+    EXPECT_EQ(prefAttr(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t()),
+              blasAlignment(mm.d.data));
+    (*lt)->preferenceDestroy(*pref);
   }
   dlclose(lib);
 }

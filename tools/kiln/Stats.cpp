@@ -11,6 +11,7 @@
 #include "tools/kiln/Commands.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -86,6 +87,37 @@ StepLaunches countLaunches(const Program &p,
   return n;
 }
 
+/// What the cuBLAS GEMMs of a step (as a server runs it) write and over
+/// which rows: "cuBLAS GEMMs: 64 onto the residual (beta 1, f16 out), 65
+/// to f32 for an epilogue kernel; 128 of the real rows, 1 of the last";
+/// empty without any.
+std::string gemmLine(const std::vector<Launch> &launches) {
+  int64_t residual = 0, f16 = 0, f32 = 0, real = 0, last = 0, all = 0;
+  for (const Launch &l : launches) {
+    if (l.kernel != kGemm || l.when == LaunchWhen::EveryLogit)
+      continue;
+    ++(l.gemm.beta ? residual : l.gemm.f16Out ? f16 : f32);
+    ++(l.gemm.rows == GemmRows::Count  ? real
+       : l.gemm.rows == GemmRows::Last ? last
+                                       : all);
+  }
+  std::vector<std::string> out, rows;
+  auto add = [](std::vector<std::string> &list, int64_t n, StringRef what) {
+    if (n > 0)
+      list.push_back(llvm::formatv("{0} {1}", n, what).str());
+  };
+  add(out, residual, "onto the residual (beta 1, f16 out)");
+  add(out, f32, "to f32 for an epilogue kernel");
+  add(out, f16, "to f16");
+  add(rows, real, "of the real rows");
+  add(rows, last, "of the last");
+  add(rows, all, "of the whole bucket");
+  if (out.empty())
+    return "";
+  return "cuBLAS GEMMs: " + llvm::join(out, ", ") + "; " +
+         llvm::join(rows, ", ");
+}
+
 /// "163 launches: 162 kernels + 1 sampling", with the GEMMs when there are.
 std::string launchLine(const StepLaunches &n, int64_t layers) {
   int64_t gemms = n.cublas + n.ownGemms;
@@ -136,14 +168,14 @@ void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
       os << llvm::formatv(": {0} per layer x {1} layers + {2} per step",
                           layer / c.numLayers, c.numLayers, step);
     os << "\n";
-    if (program)
-      os << "              "
-         << launchLine(
-                countLaunches(*program, name == "decode"
-                                            ? program->decode
-                                            : program->prefill.back().launches),
-                c.numLayers)
-         << "\n";
+    if (!program)
+      continue;
+    const std::vector<Launch> &launches =
+        name == "decode" ? program->decode : program->prefill.back().launches;
+    os << "              "
+       << launchLine(countLaunches(*program, launches), c.numLayers) << "\n";
+    if (std::string gemms = gemmLine(launches); !gemms.empty())
+      os << "              " << gemms << "\n";
   }
   if (!program)
     os << "    no launches to count: " << noPlan << "\n";
