@@ -230,13 +230,14 @@ llvm::Expected<CudaKernel> emitDecodeAttention(mlir::Operation *op,
 /// Decode attention's tiling of a head of `dh` halves (a KV group of
 /// `group` query heads): a lane loads `vec` halves of a key at a time (16
 /// bytes at 8), `lanesPerKey` lanes cover the key's `chunks` loads
-/// (`chunksPerLane` each), so a load of the warp reads `keysPerLoad` keys
-/// and a tile of `unroll` loads keeps keysPerTile() keys in flight; `warps`
-/// a block, at least `minBlocks` an SM (__launch_bounds__).
+/// (`chunksPerLane` each), so a load of the warp covers `keysPerLoad` key
+/// slots; `headSplits` of them load the same key for a share of the heads
+/// each, and a tile of `unroll` loads keeps keysPerTile() keys in flight;
+/// `warps` a block, at least `minBlocks` an SM (__launch_bounds__).
 struct DecodeAttentionTiling {
   int vec = 8, chunks = 0, lanesPerKey = 0, chunksPerLane = 0;
-  int keysPerLoad = 0, unroll = 0, warps = 0, minBlocks = 1;
-  int keysPerTile() const { return keysPerLoad * unroll; }
+  int keysPerLoad = 0, headSplits = 1, unroll = 0, warps = 0, minBlocks = 1;
+  int keysPerTile() const { return keysPerLoad / headSplits * unroll; }
 };
 DecodeAttentionTiling decodeAttentionTiling(int64_t dh, int64_t group,
                                             const CodegenOptions &opts);

@@ -83,24 +83,47 @@ DecodeAttentionTiling decodeAttentionTiling(int64_t dh, int64_t group,
   t.chunksPerLane = (t.chunks + t.lanesPerKey - 1) / t.lanesPerKey;
   t.keysPerLoad = 32 / t.lanesPerKey;
   // A warp has two tiles' loads in flight (the next is loaded while one is
-  // computed): 8 keys, or fewer where a lane's registers would not hold
-  // them at 16 warps an SM (128 a thread). A lane's registers,
-  // about: the group's sums (acc, and a score a key), both tiles' keys and
-  // values (a register per two halves), the query and 40 more.
+  // computed): up to 8 keys, as many as a lane's registers hold at 16 warps
+  // an SM (128 a thread). A lane's registers, about: its heads' sums (acc,
+  // and a score a key), both tiles' keys and values (a register per two
+  // halves), the query and 40 more. A large group splits its heads among
+  // the key slots of a load (`headSplits` lanes load the same key, each
+  // for its share of the heads), which frees registers for more keys.
   int lane = t.chunksPerLane * t.vec;
-  auto registers = [&](int unroll) {
-    return int(group * lane + group * unroll + 2 * unroll * lane + lane + 40);
+  auto registers = [&](int64_t heads, int unroll) {
+    return int(heads * lane + heads * unroll + 2 * unroll * lane + lane + 40);
   };
-  t.unroll = std::max(1, 8 / (2 * t.keysPerLoad * t.chunksPerLane));
-  while (t.unroll > 1 && registers(t.unroll) > 128)
-    t.unroll /= 2;
+  auto better = [&](const DecodeAttentionTiling &a,
+                    const DecodeAttentionTiling &b) { // a over b?
+    bool fitsA = registers(group / a.headSplits, a.unroll) <= 128;
+    bool fitsB = registers(group / b.headSplits, b.unroll) <= 128;
+    if (fitsA != fitsB)
+      return fitsA;
+    if (!fitsA)
+      return registers(group / a.headSplits, a.unroll) <
+             registers(group / b.headSplits, b.unroll);
+    return a.keysPerTile() > b.keysPerTile(); // ties: fewer splits
+  };
+  DecodeAttentionTiling best = t;
+  best.unroll = 0;
+  for (int hs = 1; hs <= t.keysPerLoad && group % hs == 0; hs *= 2) {
+    DecodeAttentionTiling c = t;
+    c.headSplits = hs;
+    c.unroll = std::max(1, 8 / (2 * (t.keysPerLoad / hs) * t.chunksPerLane));
+    while (c.unroll > 1 && registers(group / hs, c.unroll) > 128)
+      c.unroll /= 2;
+    if (best.unroll == 0 || better(c, best))
+      best = c;
+  }
+  t = best;
   // The warps' partials in shared memory: at most 32 KB of them.
   t.warps = int(std::clamp<int64_t>(8192 / (group * dh), 1,
                                     std::max(opts.attentionWarps, 1)));
   // As many blocks an SM as the registers hold (65536, in 8 a thread), up
   // to 32 warps: ptxas is held to them (__launch_bounds__), and the grid
   // is one wave of them.
-  int perBlock = (registers(t.unroll) + 7) / 8 * 8 * 32 * t.warps;
+  int perBlock =
+      (registers(group / t.headSplits, t.unroll) + 7) / 8 * 8 * 32 * t.warps;
   t.minBlocks = std::clamp(65536 / perBlock, 1, std::max(1, 32 / t.warps));
   return t;
 }
@@ -182,14 +205,16 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
      << ";\n";
   os << "constexpr int VEC = " << t.vec << ", CHUNKS = " << t.chunks
      << ", LPK = " << t.lanesPerKey << ", CPL = " << t.chunksPerLane
-     << ", KPW = " << t.keysPerLoad << ", UNROLL = " << t.unroll
-     << ", KEYS = " << t.keysPerTile() << ";\n";
+     << ", KPW = " << t.keysPerLoad << ", HS = " << t.headSplits
+     << ", UNROLL = " << t.unroll << ", KEYS = " << t.keysPerTile() << ";\n";
   os << "constexpr bool AUTO_SPLITS = "
      << (opts.kvSplits <= 0 ? "true" : "false") << ";\n";
   os << R"cuda(// A key is CHUNKS loads of VEC halves; LPK lanes cover it, CPL chunks each
-// (lanes past CHUNKS idle), so a load of the warp reads KPW keys and a tile
-// of UNROLL loads keeps KEYS keys in flight. A tile lies in one page of the
-// pool when KEYS divides BLOCK_SIZE.
+// (lanes past CHUNKS idle), so a load of the warp covers KPW key slots: HS
+// of them load the same key for GS heads each, SLOTS keys a load, and a
+// tile of UNROLL loads keeps KEYS keys in flight. A tile lies in one page
+// of the pool when KEYS divides BLOCK_SIZE.
+constexpr int GS = GROUP / HS, SLOTS = KPW / HS;
 constexpr bool FULL = CHUNKS == LPK * CPL, PAGED = BLOCK_SIZE % KEYS == 0;
 constexpr float LOG2E = 1.442695041f;
 
@@ -250,7 +275,7 @@ __device__ __forceinline__ float kiln_decode_rope(const __half *head, int d,
 // Tile t's keys and values for this lane (key `slot` of each load, chunk
 // `part`): UNROLL keys, CPL chunks each. A key from kend on loads the
 // tile's first key instead (its score is masked); in a page (`block`), the
-// keys of a tile lie KPW slots apart.
+// keys of a tile lie SLOTS slots apart.
 __device__ __forceinline__ void
 kiln_load_tile(const __half *__restrict__ k_cache,
                const __half *__restrict__ v_cache, const int *table,
@@ -260,10 +285,10 @@ kiln_load_tile(const __half *__restrict__ k_cache,
   const long long tile_slot = block * BLOCK_SIZE + (t * KEYS) % BLOCK_SIZE;
 #pragma unroll
   for (int u = 0; u < UNROLL; ++u) {
-    const bool in = first + u * KPW < kend;
+    const bool in = first + u * SLOTS < kend;
     const long long at =
-        PAGED ? tile_slot + (in ? u * KPW + slot : 0)
-              : kiln_slot(table, in ? first + u * KPW : t * KEYS, BLOCK_SIZE);
+        PAGED ? tile_slot + (in ? u * SLOTS + slot : 0)
+              : kiln_slot(table, in ? first + u * SLOTS : t * KEYS, BLOCK_SIZE);
     const long long base = (at * KVH + kvh) * DH + part * VEC;
 #pragma unroll
     for (int j = 0; j < CPL; ++j) {
@@ -301,7 +326,9 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
   if (split >= splits)
     return; // a shorter context than the grid was sized for
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int slot = lane / LPK, part = lane % LPK; // key of a load, chunk
+  // This lane's chunk of a key, its share of the heads (heads hs * GS ...),
+  // its key of a load.
+  const int part = lane % LPK, hs = lane / LPK % HS, slot = lane / (LPK * HS);
   const int *table = block_table + (long long)seqs[row] * TABLE_BLOCKS;
   const long long task = (long long)row * KVH + kvh;
   q += task * GROUP * DH;
@@ -327,9 +354,9 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
   const int kend = min(keys, t1 * KEYS); // this warp's keys end here
 
   // Online softmax per head, per key of a load (merged below).
-  float m[GROUP], l[GROUP], acc[GROUP][CPL * VEC];
+  float m[GS], l[GS], acc[GS][CPL * VEC];
 #pragma unroll
-  for (int g = 0; g < GROUP; ++g) {
+  for (int g = 0; g < GS; ++g) {
     m[g] = KILN_NEG_INF;
     l[g] = 0.0f;
 #pragma unroll
@@ -373,11 +400,11 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
       const int first = t * KEYS + slot;
       // Scores: this lane's part of each dot product, summed over the LPK
       // lanes of its key.
-      float s[GROUP][UNROLL];
+      float s[GS][UNROLL];
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) {
 #pragma unroll
-        for (int g = 0; g < GROUP; ++g)
+        for (int g = 0; g < GS; ++g)
           s[g][u] = 0.0f;
 #pragma unroll
         for (int j = 0; j < CPL; ++j) {
@@ -386,25 +413,25 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
             float kf[VEC];
             kiln_kv_floats<VEC>(kc[u][j], kf);
 #pragma unroll
-            for (int g = 0; g < GROUP; ++g)
+            for (int g = 0; g < GS; ++g)
 #pragma unroll
               for (int e = 0; e < VEC; ++e)
-                s[g][u] += sm_q[g][c * VEC + e] * kf[e];
+                s[g][u] += sm_q[hs * GS + g][c * VEC + e] * kf[e];
           }
         }
 #pragma unroll
-        for (int g = 0; g < GROUP; ++g)
+        for (int g = 0; g < GS; ++g)
 #pragma unroll
           for (int o = LPK / 2; o > 0; o >>= 1)
             s[g][u] += __shfl_xor_sync(0xffffffffu, s[g][u], o);
       }
       // s becomes p = 2^(s - m), the running sums are rescaled.
 #pragma unroll
-      for (int g = 0; g < GROUP; ++g) {
+      for (int g = 0; g < GS; ++g) {
         float mt = m[g];
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-          if (first + u * KPW >= kend)
+          if (first + u * SLOTS >= kend)
             s[g][u] = KILN_NEG_INF;
           mt = fmaxf(mt, s[g][u]);
         }
@@ -429,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
           float vf[VEC];
           kiln_kv_floats<VEC>(vc[u][j], vf);
 #pragma unroll
-          for (int g = 0; g < GROUP; ++g)
+          for (int g = 0; g < GS; ++g)
 #pragma unroll
             for (int e = 0; e < VEC; ++e)
               acc[g][j * VEC + e] += s[g][u] * vf[e];
@@ -437,12 +464,12 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
     }
   }
 
-  // Merge the KPW keys of a load (lanes LPK apart), then the warps: thread
-  // e of the block owns element e of the group's [GROUP, DH] result.
+  // Merge the SLOTS keys of a load (lanes LPK * HS apart), then the warps:
+  // thread e of the block owns element e of the group's [GROUP, DH] result.
 #pragma unroll
-  for (int o = LPK; o < 32; o <<= 1)
+  for (int o = LPK * HS; o < 32; o <<= 1)
 #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {
+    for (int g = 0; g < GS; ++g) {
       const float mo = __shfl_xor_sync(0xffffffffu, m[g], o);
       const float lo = __shfl_xor_sync(0xffffffffu, l[g], o);
       const float mm = fmaxf(m[g], mo), ref = mm == KILN_NEG_INF ? 0.0f : mm;
@@ -460,17 +487,17 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
       const int c = part + j * LPK;
       if (FULL || c < CHUNKS)
 #pragma unroll
-        for (int g = 0; g < GROUP; ++g)
+        for (int g = 0; g < GS; ++g)
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
-            sm_acc[warp][g][c * VEC + e] = acc[g][j * VEC + e];
+            sm_acc[warp][hs * GS + g][c * VEC + e] = acc[g][j * VEC + e];
     }
   }
-  if (lane == 0)
+  if (slot == 0 && part == 0)
 #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {
-      sm_m[warp][g] = m[g];
-      sm_l[warp][g] = l[g];
+    for (int g = 0; g < GS; ++g) {
+      sm_m[warp][hs * GS + g] = m[g];
+      sm_l[warp][hs * GS + g] = l[g];
     }
   __syncthreads();
   for (int e = threadIdx.x; e < GROUP * DH; e += 32 * WARPS) {
