@@ -7,15 +7,17 @@
 // query heads of KV head kvh, so each key and value is loaded once for the
 // group, over one split of the row's keys. A lane loads VEC halves (16
 // bytes) of a key at a time; LPK lanes cover a key, so one load of the warp
-// reads KPW keys and UNROLL of them keep KEYS keys in flight. A warp walks
-// its own contiguous run of tiles of KEYS keys, reading the block table once
-// a page, with an online softmax in fp32 (running max m, sum l, weighted
-// values acc) per head and per key of a load; the keys of a load merge by
-// shuffles, the warps in shared memory, and with several splits the last
-// block of a group to finish (an atomic ticket) merges the splits' partials.
-// The number of splits follows the context: at least a tile a warp, at most
-// the grid's (enough blocks for 16 warps an SM). RoPE is applied to q as it
-// is staged; the scale and log2(e) are folded into q (exp2 below).
+// covers KPW key slots (HS of which load the same key for a share of a
+// large group's heads), and a tile of UNROLL loads holds KEYS keys; the
+// next tile's loads are in flight while one is computed. A warp walks its
+// own contiguous run of tiles, reading the block table once a page (a page
+// ahead), with an online softmax in fp32 (running max m, sum l, weighted
+// values acc) per head and per key slot; the key slots merge by shuffles,
+// the warps in shared memory, and with several splits the last block of a
+// group to finish (an atomic ticket) merges the splits' partials. The grid
+// is one wave of blocks; a row uses as many splits as its context fills (at
+// least a tile a warp). RoPE is applied to q as it is staged; the scale and
+// log2(e) are folded into q (exp2 below). docs/kernels.md has the why.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
