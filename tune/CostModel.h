@@ -58,7 +58,9 @@ std::optional<double> launchMicros(const GpuModel &gpu, const LaunchCost &l);
 
 /// Microseconds for a cuBLAS GEMM C[m, n] f32 = A[m, k] . W[n, k]^T (f16):
 /// its tensor-core FLOPs or its bytes, whichever takes longer. The same for
-/// every algorithm: which of cuBLASLt's is fastest only a GPU can say.
+/// every algorithm: which of cuBLASLt's is fastest only a GPU can say. A
+/// residual GEMM (f16 D = A . W^T + C, C f16) moves the same 4 bytes an
+/// output as an f32 D; the LM head of a prompt read back by no one is m = 1.
 double gemmMicros(const GpuModel &gpu, int64_t m, int64_t n, int64_t k);
 
 } // namespace kiln
