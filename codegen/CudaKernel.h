@@ -141,6 +141,12 @@ struct CudaKernel {
 /// reductions, vector loads.
 std::string cudaPrelude();
 
+/// What a template that uses tensor cores appends to cudaPrelude():
+/// kiln_mma (mma.sync m16n8k16, f16 or bf16 in, f32 sums), kiln_ldmatrix
+/// (x1/x2/x4, .trans), kiln_cp_async16 with its commit and wait
+/// (codegen/TensorCorePrelude.cpp).
+std::string tensorCorePrelude();
+
 /// The entry's parameter list, from k.params, a parameter a line: "const
 /// __half *__restrict__ x, float *__restrict__ c, ...".
 std::string kernelParameters(const CudaKernel &k);

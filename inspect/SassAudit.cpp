@@ -666,6 +666,18 @@ absl::StatusOr<Tools> findTools() {
   return tools;
 }
 
+absl::StatusOr<std::string> disassemble(const Tools &tools, StringRef cubin,
+                                        bool resources) {
+  auto cubinPath = writeTemporary("cubin", cubin);
+  if (!cubinPath.ok())
+    return cubinPath.status();
+  auto listing =
+      run(tools.cuobjdump, {resources ? "-res-usage" : "-sass", *cubinPath},
+          llvm::sys::path::parent_path(tools.nvdisasm));
+  llvm::sys::fs::remove(*cubinPath);
+  return listing;
+}
+
 //===----------------------------------------------------------------------===//
 // The audit
 //===----------------------------------------------------------------------===//
@@ -704,13 +716,8 @@ absl::StatusOr<KernelAudit> auditKernel(const Bundle &bundle, int index,
                                       "): " + std::string(s.message()));
   };
 
-  auto cubinPath = writeTemporary("cubin", cubin);
-  if (!cubinPath.ok())
-    return cubinPath.status();
-  StringRef nvdisasmDir = llvm::sys::path::parent_path(tools.nvdisasm);
-  auto usage = run(tools.cuobjdump, {"-res-usage", *cubinPath}, nvdisasmDir);
-  auto listing = run(tools.cuobjdump, {"-sass", *cubinPath}, nvdisasmDir);
-  llvm::sys::fs::remove(*cubinPath);
+  auto usage = disassemble(tools, cubin, /*resources=*/true);
+  auto listing = disassemble(tools, cubin);
   if (!usage.ok())
     return fail(usage.status());
   if (!listing.ok())

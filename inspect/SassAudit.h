@@ -171,6 +171,12 @@ struct Tools {
 /// A one-line error naming what is missing and where it looked.
 absl::StatusOr<Tools> findTools();
 
+/// cuobjdump's listing of a CUBIN: -sass (the instructions) or, with
+/// `resources`, -res-usage.
+absl::StatusOr<std::string> disassemble(const Tools &tools,
+                                        llvm::StringRef cubin,
+                                        bool resources = false);
+
 /// One kernel for one target.
 struct KernelAudit {
   std::string kernel, target;

@@ -69,12 +69,24 @@ namespace kiln_emu {
 
 enum class Wait { None, Block, Warp };
 
+/// A cp.async a thread issued and has not yet waited for: it lands (bytes
+/// copied, or zeros when src is null) only at a cp.async.wait_group that
+/// covers its group, so a kernel that reads the destination before waiting
+/// sees the block's poison, not the data (tensor_core_emu.h).
+struct AsyncCopy {
+  void *dst;
+  const void *src;
+  unsigned group;
+};
+
 struct Thread {
   uint3 idx{};
   int linear = 0;
   bool done = false;
   Wait wait = Wait::None;
   boost::context::fiber fiber, sink;
+  std::vector<AsyncCopy> copies; // issued, not yet landed
+  unsigned committedGroups = 0;  // cp.async.commit_group calls so far
 };
 
 struct Block {
@@ -83,6 +95,9 @@ struct Block {
   std::vector<Thread> threads;
   Thread *current = nullptr;
   std::vector<float> lanes; // one slot per thread, for shuffles
+  /// kExchangeWords per thread, for the warp-collective tensor-core
+  /// instructions (fragments, row addresses); sized at their first use.
+  std::vector<uint64_t> exchange;
 };
 
 inline thread_local Block *block = nullptr;
@@ -474,5 +489,7 @@ inline unsigned __float_as_uint(float f) {
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 using std::max;
 using std::min;
+
+#include "tensor_core_emu.h"
 
 #endif // KILN_CUDA_EMU_H

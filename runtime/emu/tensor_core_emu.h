@@ -1,0 +1,179 @@
+//===- tensor_core_emu.h - mma.sync, ldmatrix, cp.async on the CPU -*- C++ -*-===//
+//
+// The warp-collective tensor-core instructions and the asynchronous copy of
+// sm_80, as the emu device runs them (included by cuda_emu.h; the prelude's
+// kiln_mma / kiln_ldmatrix / kiln_cp_async wrappers call these on emu and
+// issue the PTX on a GPU). Each follows the PTX ISA's fragment layouts
+// exactly ("Matrix Fragments for mma.m16n8k16 with floating point type";
+// "ldmatrix"), so a kernel whose fragment indexing is wrong computes wrong
+// numbers here, as it would on a GPU. With
+//   g = lane >> 2 (groupID), q = lane % 4 (threadID_in_group):
+// A (16 x 16, row-major) register r of a lane holds the two halves at row
+//   g + 8 * (r & 1), columns 2q + 8 * (r >> 1) and that + 1;
+// B (16 x 8, "col": k runs down a column) register r holds rows
+//   2q + 8 * r and that + 1 of column g;
+// C, D (16 x 8 f32) element i is row g + 8 * (i >> 1), column 2q + (i & 1);
+// the lower 16 bits of a register hold the element with the lower index.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_TENSOR_CORE_EMU_H
+#define KILN_TENSOR_CORE_EMU_H
+
+namespace kiln_emu {
+
+/// 64-bit words of Block::exchange per thread.
+constexpr int kExchangeWords = 8;
+
+/// Thread `linear`'s words of the block's exchange.
+inline uint64_t *exchangeOf(int linear) {
+  std::vector<uint64_t> &x = block->exchange;
+  if (x.empty()) // the first collective of this block
+    x.assign(block->threads.size() * kExchangeWords, 0);
+  return &x[size_t(linear) * kExchangeWords];
+}
+
+/// An .aligned warp-wide instruction runs with all 32 lanes of the warp or
+/// is undefined: the emulator stops, naming the instruction and the warp.
+inline void requireFullWarp(const char *instruction) {
+  const int base = self().linear & ~31;
+  const int n = int(block->threads.size());
+  for (int i = base; i < base + 32; ++i)
+    if (i >= n || block->threads[i].done) {
+      std::fprintf(stderr,
+                   "kiln emu: %s in block (%u, %u, %u), warp %d, without "
+                   "lane %d: every lane of the warp must execute it\n",
+                   instruction, block->idx.x, block->idx.y, block->idx.z,
+                   base / 32, i - base);
+      std::abort();
+    }
+}
+
+inline float halfBits(uint16_t bits) {
+  __half_raw raw;
+  raw.x = bits;
+  return __half2float(__half(raw));
+}
+
+inline float bf16Bits(uint16_t bits) {
+  const uint32_t word = uint32_t(bits) << 16; // bf16 is f32's upper half
+  float f;
+  std::memcpy(&f, &word, sizeof f);
+  return f;
+}
+
+/// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 with C
+/// and D in `acc`: acc += A . B, each of the 16 products summed in fp32 in
+/// k order onto acc.
+inline void mmaM16N8K16(float (&acc)[4], const unsigned (&a)[4],
+                        const unsigned (&b)[2], bool bf16) {
+  Thread &t = self();
+  uint64_t *mine = exchangeOf(t.linear);
+  for (int r = 0; r < 4; ++r)
+    mine[r] = a[r];
+  mine[4] = b[0];
+  mine[5] = b[1];
+  yield(Wait::Warp);
+  requireFullWarp("mma.sync.aligned.m16n8k16");
+  const int lane = t.linear & 31, base = t.linear & ~31;
+  const int g = lane >> 2, q = lane & 3;
+  auto element = [&](int fromLane, int word, int k) {
+    const uint32_t w = uint32_t(exchangeOf(base + fromLane)[word]);
+    const uint16_t bits = (k & 1) ? uint16_t(w >> 16) : uint16_t(w);
+    return bf16 ? bf16Bits(bits) : halfBits(bits);
+  };
+  // A[row][k] is in lane (row % 8) * 4 + (k % 8) / 2, register
+  // (row >= 8) + 2 * (k >= 8); B[k][col] in lane col * 4 + (k % 8) / 2,
+  // register k >= 8 (words 4 and 5).
+  auto A = [&](int row, int k) {
+    return element((row % 8) * 4 + (k % 8) / 2, (row >= 8) + 2 * (k >= 8), k);
+  };
+  auto B = [&](int k, int col) {
+    return element(col * 4 + (k % 8) / 2, 4 + (k >= 8), k);
+  };
+  float d[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
+    float sum = acc[i];
+    for (int k = 0; k < 16; ++k)
+      sum += A(row, k) * B(k, col);
+    d[i] = sum;
+  }
+  yield(Wait::Warp); // every lane has read every other's fragments
+  for (int i = 0; i < 4; ++i)
+    acc[i] = d[i];
+}
+
+/// ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16: N 8x8 matrices of
+/// halves; lanes 8m .. 8m + 7 give the addresses of matrix m's rows (16
+/// bytes each, 16-byte aligned). Register m of a lane holds row g, columns
+/// 2q and 2q + 1 of matrix m; transposed, rows 2q and 2q + 1 of column g.
+template <int N, bool TRANS>
+inline void ldmatrix(unsigned (&r)[N], const void *row) {
+  static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4");
+  Thread &t = self();
+  const int lane = t.linear & 31, base = t.linear & ~31;
+  if (lane < 8 * N && reinterpret_cast<uintptr_t>(row) % 16) {
+    std::fprintf(stderr,
+                 "kiln emu: ldmatrix in block (%u, %u, %u): lane %d's row "
+                 "address %p is not 16-byte aligned\n",
+                 block->idx.x, block->idx.y, block->idx.z, lane, row);
+    std::abort();
+  }
+  exchangeOf(t.linear)[0] = reinterpret_cast<uintptr_t>(row);
+  yield(Wait::Warp);
+  requireFullWarp(TRANS ? "ldmatrix.sync.aligned.trans" : "ldmatrix.sync.aligned");
+  const int g = lane >> 2, q = lane & 3;
+  auto rowOf = [&](int m, int i) {
+    return reinterpret_cast<const uint16_t *>(exchangeOf(base + 8 * m + i)[0]);
+  };
+  unsigned out[N];
+  for (int m = 0; m < N; ++m) {
+    const uint16_t lo = TRANS ? rowOf(m, 2 * q)[g] : rowOf(m, g)[2 * q];
+    const uint16_t hi = TRANS ? rowOf(m, 2 * q + 1)[g] : rowOf(m, g)[2 * q + 1];
+    out[m] = unsigned(lo) | unsigned(hi) << 16;
+  }
+  yield(Wait::Warp);
+  for (int m = 0; m < N; ++m)
+    r[m] = out[m];
+}
+
+/// cp.async.cg.shared.global 16 bytes (src null: 16 zero bytes, as a
+/// src-size of 0 gives): queued until a wait_group that covers it.
+inline void cpAsync16(void *dst, const void *src) {
+  if (reinterpret_cast<uintptr_t>(dst) % 16 ||
+      reinterpret_cast<uintptr_t>(src) % 16) {
+    std::fprintf(stderr,
+                 "kiln emu: cp.async of 16 bytes in block (%u, %u, %u), "
+                 "thread %d: %p <- %p is not 16-byte aligned\n",
+                 block->idx.x, block->idx.y, block->idx.z, self().linear, dst,
+                 src);
+    std::abort();
+  }
+  Thread &t = self();
+  t.copies.push_back({dst, src, t.committedGroups});
+}
+
+/// cp.async.commit_group: the copies issued since the last one are a group.
+inline void cpAsyncCommit() { ++self().committedGroups; }
+
+/// cp.async.wait_group n: every committed group but the newest n lands.
+/// Copies not yet committed stay queued, as the PTX ISA says.
+inline void cpAsyncWait(unsigned n) {
+  Thread &t = self();
+  std::vector<AsyncCopy> pending;
+  for (const AsyncCopy &c : t.copies) {
+    if (c.group + n < t.committedGroups) {
+      if (c.src)
+        std::memcpy(c.dst, c.src, 16);
+      else
+        std::memset(c.dst, 0, 16);
+    } else {
+      pending.push_back(c);
+    }
+  }
+  t.copies.swap(pending);
+}
+
+} // namespace kiln_emu
+
+#endif // KILN_TENSOR_CORE_EMU_H
