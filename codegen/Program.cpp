@@ -464,8 +464,7 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
         !lastRows.insert(o.kernelSuffix).second)
       return llvm::Error::success();
     // Named after the LM head's op, as emitOncePerKernel names the others.
-    std::string provenance =
-        head->getAttrOfType<StringAttr>("kiln.name").str();
+    std::string provenance = head->getAttrOfType<StringAttr>("kiln.name").str();
     auto epilogue = emitLinearEpilogue(head, o, /*lastRow=*/true);
     if (!epilogue)
       return epilogue.takeError();

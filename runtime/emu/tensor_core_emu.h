@@ -1,4 +1,5 @@
-//===- tensor_core_emu.h - mma.sync, ldmatrix, cp.async on the CPU -*- C++ -*-===//
+//===- tensor_core_emu.h - mma.sync, ldmatrix, cp.async on the CPU -*- C++
+//-*-===//
 //
 // The warp-collective tensor-core instructions and the asynchronous copy of
 // sm_80, as the emu device runs them (included by cuda_emu.h; the prelude's
@@ -121,7 +122,8 @@ inline void ldmatrix(unsigned (&r)[N], const void *row) {
   }
   exchangeOf(t.linear)[0] = reinterpret_cast<uintptr_t>(row);
   yield(Wait::Warp);
-  requireFullWarp(TRANS ? "ldmatrix.sync.aligned.trans" : "ldmatrix.sync.aligned");
+  requireFullWarp(TRANS ? "ldmatrix.sync.aligned.trans"
+                        : "ldmatrix.sync.aligned");
   const int g = lane >> 2, q = lane & 3;
   auto rowOf = [&](int m, int i) {
     return reinterpret_cast<const uint16_t *>(exchangeOf(base + 8 * m + i)[0]);

@@ -1,4 +1,5 @@
-//===- TensorCoreTest.cpp - mma.sync, ldmatrix, cp.async on emu and in SASS ===//
+//===- TensorCoreTest.cpp - mma.sync, ldmatrix, cp.async on emu and in SASS
+//===//
 //
 // The tensor-core wrappers of codegen/TensorCorePrelude.cpp, built for the
 // emu device, against a scalar reference written here from the PTX ISA's
@@ -287,7 +288,8 @@ TEST(TensorCore, NvrtcCompilesThemToHmmaLdsmAndLdgsts) {
   for (const char *target : {"sm_80", "sm_90"}) {
     SCOPED_TRACE(target);
     // One CUBIN holds every entry of the source.
-    auto compiled = compileKernel({"mma_f16", "mma_f16", src, "test", 0}, target);
+    auto compiled =
+        compileKernel({"mma_f16", "mma_f16", src, "test", 0}, target);
     ASSERT_TRUE(bool(compiled)) << toString(compiled.takeError());
     auto listing = sass::disassemble(*tools, compiled->cubin);
     ASSERT_TRUE(listing.ok()) << listing.status();
