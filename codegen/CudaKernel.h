@@ -29,7 +29,7 @@ struct CodegenOptions {
   int kvSplits = 0;             // decode attention key splits; 0: choose
   int smCount = 132;            // multiprocessors to fill (H100/H200)
   int epilogueThreads = 256;    // threads per prefill epilogue row
-  int prefillAttentionRows = 4; // query rows per warp, prefill attention
+  int prefillAttentionKeys = 0; // keys a prefill attention tile; 0: choose
   int elementwiseThreads = 128; // threads per embedding block
   /// Prefill GEMMs: cuBLAS's choice (-1), cuBLASLt's N-th (0 to
   /// kMaxGemmAlgo), or kiln's own (kSmallGemmAlgo).
@@ -54,7 +54,7 @@ std::vector<int64_t> batchBuckets(int64_t sequences);
 
 /// Sets the knobs named in `text`, "name=value,...": gemv-rows,
 /// gemv-split-k, gemv-unroll, vector-width (1, 2, 4, 8), attention-warps,
-/// kv-splits, sm-count, epilogue-threads, prefill-attention-rows,
+/// kv-splits, sm-count, epilogue-threads, prefill-attention-keys,
 /// elementwise-threads, gemm-algo, gemm-tile.
 /// Fails naming an unknown knob or a value out of range (a block has at most
 /// 1024 threads).
@@ -213,9 +213,12 @@ llvm::Expected<LinearShape> linearShape(mlir::Operation *op);
 /// A float literal that reads back as the same float.
 std::string floatLiteral(double v);
 
-/// `__constant__ float kiln_inv_freq[Dh/2]`: RoPE's theta^(-2i/Dh), computed
-/// in double here so the kernel multiplies by the position only.
-std::string invFreqTable(int64_t headDim, double theta);
+/// RoPE as the kernels compute it (codegen/Rope.cpp): the table
+/// `kiln_rope_turns[Dh/2][2]` (theta^(-2i/Dh) / (2 pi) as two floats; one
+/// zero entry without theta), `kiln_rope_sincos(pos, i, &s, &c)`, which
+/// reduces the angle exactly, and `kiln_rope_rotated<DH, INTERLEAVED>(head,
+/// d, pos)`, element d of a head's vector rotated.
+std::string ropePrelude(int64_t headDim, std::optional<double> theta);
 
 /// A C identifier from a kernel name: "decode.attn.norm_qkv_rope#2" ->
 /// "kiln_decode_attn_norm_qkv_rope_2".
@@ -281,6 +284,20 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(mlir::Operation *op,
                                            const CodegenOptions &opts);
 llvm::Expected<CudaKernel> emitPrefillAttention(mlir::Operation *op,
                                                 const CodegenOptions &opts);
+/// Prefill attention's tiling of a head of `dh` halves for a KV group of
+/// `group` query heads: `warps` warps of 16 query rows each (`rows` a
+/// block), each row a (token, head) pair of `tokens` tokens times
+/// `groupHeads` heads of the group (`headSlices` blocks cover a group
+/// larger than a block's rows); tiles of `keys` keys (prefill-attention-
+/// keys, or the largest of 64, 32, 16 that fits; 0: none fits), head dims
+/// padded to `paddedDh` (16s); `sharedBytes` of static shared memory.
+struct PrefillAttentionTiling {
+  int warps = 0, rows = 0, keys = 0;
+  int64_t paddedDh = 0, groupHeads = 0, headSlices = 0, tokens = 0;
+  int64_t sharedBytes = 0;
+};
+PrefillAttentionTiling prefillAttentionTiling(int64_t dh, int64_t group,
+                                              const CodegenOptions &opts);
 
 /// The batched decode plans run @prefill's attention with the decode
 /// template (a row per sequence): that kernel is the op's kiln.kernel with

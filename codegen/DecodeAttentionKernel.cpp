@@ -59,10 +59,10 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   os << "\n// kernel " << kernelFor(op).kernel << ": " << s.heads
      << " query heads on " << s.kvHeads << " kv heads of " << s.dh
      << (rope ? ", RoPE on q" : "") << "\n";
-  // (Declared without RoPE too: a discarded `if constexpr` branch in a
-  // non-template function still names it.)
-  os << (rope ? invFreqTable(s.dh, att.getRopeTheta()->convertToDouble())
-              : "__constant__ float kiln_inv_freq[1] = {0.0f};\n");
+  std::optional<double> theta;
+  if (rope)
+    theta = att.getRopeTheta()->convertToDouble();
+  os << ropePrelude(s.dh, theta);
   os << "constexpr int H = " << s.heads << ", KVH = " << s.kvHeads
      << ", DH = " << s.dh << ", GROUP = " << s.heads / s.kvHeads << ";\n"
      << poolConstants(op);
@@ -151,28 +151,11 @@ static int64_t poolTokens(Operation *op) {
   return kMaxFillSplits * 1024; // unknown: no limit from the context
 }
 
-/// RoPE's turns per position of each pair i, theta^(-2i/DH) / (2 pi), as
-/// the sum of two floats (computed in double): the kernel reduces the angle
-/// exactly, so no sincosf slow path (and its local array) is needed.
-static std::string ropeTurnsTable(int64_t dh, std::optional<double> theta) {
-  std::string s = "__constant__ float kiln_rope_turns[" +
-                  std::to_string(theta ? dh / 2 : 1) + "][2] = {";
-  for (int64_t i = 0; theta && i < dh / 2; ++i) {
-    double turns =
-        std::pow(*theta, -2.0 * double(i) / double(dh)) / (2.0 * M_PI);
-    float hi = float(turns);
-    s += (i ? ", {" : "{") + floatLiteral(hi) + ", " +
-         floatLiteral(float(turns - double(hi))) + "}";
-  }
-  return s + (theta ? "" : "{0.0f, 0.0f}") + "};\n";
-}
-
 llvm::Expected<CudaKernel>
 emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
   auto shape = attentionShape(op);
   if (!shape)
     return shape.takeError();
-  auto att = cast<AttentionOp>(op);
   int64_t kvHeads = shape->kvHeads, dh = shape->dh;
   int64_t group = shape->heads / kvHeads;
   DecodeAttentionTiling t = decodeAttentionTiling(dh, group, opts);
@@ -197,12 +180,9 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
   k.workspacePerBlock = group * (dh + 2);
   k.countersPerBlock = 1;
 
-  std::optional<double> theta;
-  if (att.getRopeTheta())
-    theta = att.getRopeTheta()->convertToDouble();
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
-  os << shape->header << ropeTurnsTable(dh, theta);
+  os << shape->header;
   os << "constexpr int WARPS = " << t.warps << ", MIN_BLOCKS = " << t.minBlocks
      << ";\n";
   os << "constexpr int VEC = " << t.vec << ", CHUNKS = " << t.chunks
@@ -241,37 +221,6 @@ __device__ __forceinline__ void kiln_kv_floats(
       f[2 * i + 1] = t.y;
     }
   }
-}
-
-// sin and cos of 2 pi r for |r| <= 1/2 (and a little): sincospif reduces
-// exactly, without sincosf's Payne-Hanek path and its local array.
-__device__ __forceinline__ void kiln_sincos_turns(float r, float *s,
-                                                  float *c) {
-#ifdef KILN_CUDA_EMU_H
-  const double a = 6.283185307179586 * r;
-  *s = float(sin(a));
-  *c = float(cos(a));
-#else
-  sincospif(2.0f * r, s, c);
-#endif
-}
-
-// Element d of one head's query, rotated by RoPE at position pos: the
-// position's turns pos * (hi + lo), the whole turns of pos * hi dropped
-// exactly (fmaf keeps the product's rounding error).
-__device__ __forceinline__ float kiln_decode_rope(const __half *head, int d,
-                                                  int pos) {
-  const bool first = INTERLEAVED ? d % 2 == 0 : d < DH / 2;
-  const int i = INTERLEAVED ? d / 2 : (first ? d : d - DH / 2);
-  const int partner =
-      INTERLEAVED ? (d ^ 1) : (first ? d + DH / 2 : d - DH / 2);
-  const float p = float(pos), hi = p * kiln_rope_turns[i][0];
-  const float r = (hi - rintf(hi)) + fmaf(p, kiln_rope_turns[i][0], -hi) +
-                  p * kiln_rope_turns[i][1];
-  float s, c;
-  kiln_sincos_turns(r, &s, &c);
-  const float x = __half2float(head[d]), y = __half2float(head[partner]);
-  return first ? x * c - y * s : y * s + x * c;
 }
 
 // Tile t's keys and values for this lane (key `slot` of each load, chunk
@@ -340,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
 
   for (int e = threadIdx.x; e < GROUP * DH; e += 32 * WARPS) {
     const int g = e / DH, d = e % DH;
-    const float x = ROPE ? kiln_decode_rope(q + g * DH, d, pos)
+    const float x = ROPE ? kiln_rope_rotated<DH, INTERLEAVED>(q + g * DH, d, pos)
                          : __half2float(q[g * DH + d]);
     sm_q[g][d] = x * (SCALE * LOG2E);
   }

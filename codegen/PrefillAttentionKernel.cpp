@@ -1,16 +1,32 @@
-//===- PrefillAttentionKernel.cpp - causal kiln.attention over S tokens ---===//
+//===- PrefillAttentionKernel.cpp - causal kiln.attention on tensor cores -===//
 //
-// Tiled flash attention for prefill. Block (tile, h) takes QROWS query rows
-// of head h (ROWS per warp), rotated by RoPE and scaled as they are loaded
-// into shared memory, and walks the keys 0 ..= the tile's last position 32
-// at a time: the block stages 32 keys and values of kv head h / GROUP from
-// the paged pool in shared memory, then each warp scores its rows against
-// them (lane j takes key j), masks keys past each row's position, and
-// updates the row's online softmax (running max m, sum l, weighted values
-// acc in fp32, a lane per DPL head dims). The keys come from the pool, so
-// a prompt continued from an earlier prefill (a chunk) sees its history.
-// Padding rows (at and past count) are skipped. A prefill's rows are all
-// one sequence (that of row 0): a block stages one table's keys.
+// Prefill attention, FlashAttention-2 style. A block takes BM = 16 x WARPS
+// query rows, each a (token, query head) pair: TOK consecutive tokens times
+// the GPC query heads of one KV group (all of them when the group fits), so
+// that each tile of keys and values is read once for the whole group. Warp
+// w owns rows 16w .. 16w + 15.
+//
+// The queries are rotated by RoPE, rounded to f16 and staged in shared
+// memory once, then held in registers as mma A fragments (ldmatrix). The
+// block walks the keys 0 ..= its last row's position BN at a time (tiles
+// wholly in every row's future are never visited); keys and values come
+// from the paged KV pool by cp.async (16 bytes a copy, the page looked up
+// per key row), so a prompt continued from an earlier prefill sees its
+// history. Per tile:
+//   wait for K; issue V's copies            (V lands during QK^T)
+//   S = Q K^T on tensor cores (mma.sync m16n8k16, K through ldmatrix)
+//   scale, mask the keys past each row's position (only in tiles that
+//   reach past the block's first row), online softmax in fp32 (running max
+//   and sum per row, exp2 with the scale's log2 e folded in)
+//   issue the next tile's K copies          (K lands during PV)
+//   wait for V; O += P V (P from S's registers as f16 A fragments, V
+//   through ldmatrix.trans)
+// Shared memory holds one tile of keys and one of values, rows padded by
+// 16 bytes so that ldmatrix's eight rows fall in distinct banks. The
+// output is O / l in f16. Blocks take the tiles of the last tokens first
+// (the causal work grows with the token). Padding rows (at and past count)
+// compute nothing that is stored. A prefill's rows are all one sequence
+// (that of row 0): a block reads one table's keys.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -22,166 +38,315 @@ using namespace mlir;
 
 namespace kiln {
 
+namespace {
+/// Static shared memory a block may take without opting in.
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
+} // namespace
+
+PrefillAttentionTiling prefillAttentionTiling(int64_t dh, int64_t group,
+                                              const CodegenOptions &opts) {
+  PrefillAttentionTiling t;
+  t.warps = opts.attentionWarps;
+  t.rows = 16 * t.warps;
+  t.paddedDh = (dh + 15) / 16 * 16;
+  t.groupHeads = std::min<int64_t>(group, t.rows);
+  t.headSlices = (group + t.groupHeads - 1) / t.groupHeads;
+  t.tokens = t.rows / t.groupHeads;
+  auto shared = [&](int keys) {
+    return std::max<int64_t>(2 * keys, t.rows) * (t.paddedDh + 8) * 2;
+  };
+  t.keys = opts.prefillAttentionKeys;
+  if (t.keys == 0) // the largest tile that fits
+    for (int keys : {64, 32, 16})
+      if (t.keys == 0 && shared(keys) <= kStaticSharedBytes)
+        t.keys = keys;
+  t.sharedBytes = shared(t.keys ? t.keys : 16);
+  return t;
+}
+
 llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
                                                 const CodegenOptions &opts) {
   auto shape = attentionShape(op);
   if (!shape)
     return shape.takeError();
-  int64_t heads = shape->heads, dh = shape->dh;
-  if (dh % 2)
-    return llvm::createStringError("the prefill attention template takes an "
-                                   "even head dim (it moves pairs of halves)");
-  int warps = opts.attentionWarps, rows = opts.prefillAttentionRows;
+  int64_t dh = shape->dh, group = shape->heads / shape->kvHeads;
+  if (dh % 8)
+    return llvm::createStringError(
+        "the prefill attention template takes a head dim that is a multiple "
+        "of 8 (rows of 16-byte copies), not " +
+        std::to_string(dh));
+  PrefillAttentionTiling t = prefillAttentionTiling(dh, group, opts);
+  if (t.keys == 0 || t.sharedBytes > kStaticSharedBytes)
+    return llvm::createStringError(
+        "prefill attention tiles of " + std::to_string(t.rows) +
+        " query rows (attention-warps=" + std::to_string(t.warps) + ") and " +
+        std::to_string(t.keys ? t.keys : 16) +
+        " keys (prefill-attention-keys) of head dim " + std::to_string(dh) +
+        " need " + std::to_string(t.sharedBytes) +
+        " bytes of shared memory, more than the 49152 a block has");
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.params = shape->params;
-  k.grid = {1, heads, 1};
+  k.grid = {1, shape->kvHeads * t.headSlices, 1};
   k.rowAxis = 0;
-  k.rowsPerBlock = warps * rows;
-  k.blockThreads = 32 * warps;
+  k.rowsPerBlock = t.tokens;
+  k.blockThreads = 32 * t.warps;
 
-  std::string src = cudaPrelude();
+  std::string src = cudaPrelude() + tensorCorePrelude();
   llvm::raw_string_ostream os(src);
   os << shape->header;
-  os << "constexpr int WARPS = " << warps << ", ROWS = " << rows
-     << ", QROWS = WARPS * ROWS, TILE = 32; // causal, tiled\n";
-  os << "constexpr int LOAD = "
-     << (dh % 8 == 0   ? 8
-         : dh % 4 == 0 ? 4
-                       : 2)
-     << "; // halves per key load\n";
-  os << R"cuda(
-// N halves from global memory in one load (N * 2 bytes, aligned).
-template <int N>
-__device__ __forceinline__ void kiln_copy(__half2 *dst, const __half *src) {
-  struct alignas(2 * N) Chunk {
-    __half2 h[N / 2];
-  };
-  const Chunk c = *reinterpret_cast<const Chunk *>(src);
+  os << "constexpr int WARPS = " << t.warps
+     << ", BM = 16 * WARPS, BN = " << t.keys
+     << "; // query rows, keys a tile\n";
+  os << "constexpr int DHP = " << t.paddedDh
+     << ", LD = DHP + 8; // head dims padded to 16, a shared row\n";
+  os << "constexpr int GPC = " << t.groupHeads << ", HS = " << t.headSlices
+     << ", TOK = " << t.tokens
+     << "; // query heads a block, blocks a group, tokens a block\n";
+  os << R"cuda(constexpr int THREADS = 32 * WARPS, CH = DHP / 8; // 16-byte chunks a row
+// Shared rows: a tile of keys [BN] and of values [BN]; the queries [BM]
+// are staged first at the end (over the values only when BM <= BN, so the
+// first keys can be in flight while the queries are staged).
+constexpr int SROWS = 2 * BN > BM ? 2 * BN : BM, QROW = SROWS - BM;
+constexpr bool EARLY_K = QROW >= BN;
+constexpr float SCALE_LOG2 = SCALE * 1.4426950408889634f; // for exp2
+
+// A tile is BN rows of CH chunks; thread i copies chunks i, i + THREADS, ...
+constexpr int CPT = (BN * CH + THREADS - 1) / THREADS; // chunks a thread
+
+// The pool blocks that hold this thread's rows of the tile of tokens t0 ..
+// t0 + BN - 1, from the sequence's block table (rows past `last` read
+// none). Loaded a tile ahead and first used by kiln_copy_tile, so that the
+// loads fly while the tile before is computed.
+__device__ __forceinline__ void kiln_tile_blocks(const int *table, int t0,
+                                                 int last, int (&block)[CPT]) {
 #pragma unroll
-  for (int e = 0; e < N / 2; ++e)
-    dst[e] = c.h[e];
+  for (int u = 0; u < CPT; ++u) {
+    const int i = threadIdx.x + u * THREADS, t = t0 + i / CH;
+    block[u] = i < BN * CH && t <= last ? table[t / BLOCK_SIZE] : 0;
+  }
+}
+
+// One tile of this layer's keys or values, tokens t0 .. t0 + BN - 1 in
+// `block`, into rows [BN] of shared memory by cp.async, as one group;
+// zeros past `last` and past the head's DH dims.
+__device__ __forceinline__ void kiln_copy_tile(__half (*rows)[LD],
+                                               const __half *cache, int kvh,
+                                               int t0, int last,
+                                               const int (&block)[CPT]) {
+#pragma unroll
+  for (int u = 0; u < CPT; ++u) {
+    const int i = threadIdx.x + u * THREADS;
+    if ((BN * CH) % THREADS == 0 || i < BN * CH) {
+      const int j = i / CH, c = i % CH, t = t0 + j;
+      const bool in = t <= last && 8 * c < DH;
+      const long long slot =
+          (long long)block[u] * BLOCK_SIZE + t % BLOCK_SIZE;
+      const __half *src = in ? cache + (slot * KVH + kvh) * DH + 8 * c : cache;
+      kiln_cp_async16(&rows[j][8 * c], src, in);
+    }
+  }
+  kiln_cp_async_commit();
 }
 
 // q [S, H*DH] f16, k_cache/v_cache: this layer's keys and values in the pool
 // ([slot, KVH*DH] f16), block_table [sequences, TABLE_BLOCKS] i32, seqs
 // [S] i32 (all the same sequence), positions [S] i32, count [1] i32, out
 // [S, H*DH] f16.
-// grid (ceil(S / QROWS), H), block (32 * WARPS)
-extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
+// grid (ceil(S / TOK), KVH * HS), block (THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
      << k.entry << "(" << kernelParameters(k) << R"cuda() {
-  __shared__ float qs[QROWS][DH];            // the tile's queries, f32
-  __shared__ __half ks[TILE][DH + 2];        // keys; the odd word stride
-                                             // spreads lanes over banks
-  __shared__ __half vs[TILE][DH];            // values
-  __shared__ int last_pos;
-  const int h = blockIdx.y, g = h / GROUP, n = count[0];
+  alignas(16) __shared__ __half tile[SROWS][LD]; // keys [0, BN), values [BN, 2 BN)
+  __half (*ks)[LD] = tile, (*vs)[LD] = tile + BN, (*qs)[LD] = tile + QROW;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int row0 = blockIdx.x * QROWS;
-  if (row0 >= n)
+  const int g = lane >> 2, q4 = lane & 3; // the fragments' groupID, thread in group
+  const int n = count[0];
+  const int tok0 = (gridDim.x - 1 - blockIdx.x) * TOK; // the last tokens first
+  if (tok0 >= n)
     return; // all padding: the whole block leaves together
+  const int kvh = blockIdx.y / HS, slice = blockIdx.y % HS;
+  const int h0 = kvh * GROUP + slice * GPC; // this block's first query head
+  const int heads = min(GPC, GROUP - slice * GPC);
+  const int tok_end = min(n, tok0 + TOK);
   const int *table = block_table + (long long)seqs[0] * TABLE_BLOCKS;
 
-  for (int i = threadIdx.x; i < QROWS * DH; i += blockDim.x) {
-    const int r = i / DH, d = i % DH, row = row0 + r;
-    float x = 0.0f;
-    if (row < n) {
-      const __half *head = q + (long long)row * (H * DH) + h * DH;
-      x = ROPE ? kiln_rope_element<DH, INTERLEAVED>(head, d, positions[row],
-                                                   kiln_inv_freq)
-               : __half2float(head[d]);
-    }
-    qs[r][d] = x * SCALE;
+  // The block's first and last positions: keys 0 ..= last are visible to
+  // some row, and keys up to first to every row.
+  int first = 0x7fffffff, last = -1;
+  for (int t = tok0 + lane; t < tok_end; t += 32) {
+    first = min(first, positions[t]);
+    last = max(last, positions[t]);
   }
-  if (threadIdx.x == 0) {
-    int last = 0;
-    for (int r = 0; r < QROWS && row0 + r < n; ++r)
-      last = max(last, positions[row0 + r]);
-    last_pos = last;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
+    last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+  }
+  int blocks[CPT], next[CPT]; // this tile's and the next one's pool blocks
+  kiln_tile_blocks(table, 0, last, blocks);
+  if (EARLY_K)
+    kiln_copy_tile(ks, k_cache, kvh, 0, last, blocks);
+
+  // The queries, rotated and rounded to f16: row m is token tok0 + m / GPC,
+  // head h0 + m % GPC; rows past the block's tokens and heads are zeros.
+  for (int i = threadIdx.x; i < BM * (DHP / 2); i += THREADS) {
+    const int m = i / (DHP / 2), d = 2 * (i % (DHP / 2));
+    const int token = tok0 + m / GPC, head = h0 + m % GPC;
+    float x0 = 0.0f, x1 = 0.0f;
+    if (m < TOK * GPC && token < tok_end && m % GPC < heads && d < DH) {
+      const __half *row = q + (long long)token * (H * DH) + head * DH;
+      if constexpr (ROPE) {
+        const int pos = positions[token];
+        x0 = kiln_rope_rotated<DH, INTERLEAVED>(row, d, pos);
+        x1 = kiln_rope_rotated<DH, INTERLEAVED>(row, d + 1, pos);
+      } else {
+        x0 = __half2float(row[d]);
+        x1 = __half2float(row[d + 1]);
+      }
+    }
+    *reinterpret_cast<__half2 *>(&qs[m][d]) = __floats2half2_rn(x0, x1);
   }
   __syncthreads();
-  const int last = last_pos;
-
-  float m[ROWS], l[ROWS], acc[ROWS][DPL];
-  int pos[ROWS];
+  unsigned qf[DHP / 16][4]; // this warp's 16 rows as A fragments
 #pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    const int row = row0 + warp * ROWS + r;
-    pos[r] = row < n ? positions[row] : -1; // -1: no key is visible
-    m[r] = KILN_NEG_INF;
-    l[r] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < DPL; ++e)
-      acc[r][e] = 0.0f;
+  for (int kk = 0; kk < DHP / 16; ++kk)
+    kiln_ldmatrix<4>(qf[kk], &qs[16 * warp + (lane & 15)][16 * kk + 8 * (lane >> 4)]);
+  if (!EARLY_K) {
+    __syncthreads(); // every warp has its queries: the keys may land there
+    kiln_copy_tile(ks, k_cache, kvh, 0, last, blocks);
   }
 
-  for (int t0 = 0; t0 <= last; t0 += TILE) {
-    // LOAD halves (16 bytes when the head allows) per thread and step.
-    for (int i = threadIdx.x; i < TILE * (DH / LOAD); i += blockDim.x) {
-      const int j = i / (DH / LOAD), d = LOAD * (i % (DH / LOAD)), t = t0 + j;
-      __half2 kv[LOAD / 2], vv[LOAD / 2];
-      if (t <= last) {
-        const long long at =
-            kiln_slot(table, t, BLOCK_SIZE) * (KVH * DH) + g * DH + d;
-        kiln_copy<LOAD>(kv, k_cache + at);
-        kiln_copy<LOAD>(vv, v_cache + at);
-      } else {
+  // This lane's two rows, g and g + 8 of the warp's: their positions (-1:
+  // a row with no token, which no key is visible to), running maxima (of
+  // the scores times SCALE_LOG2) and sums (this lane's share of them).
+  int pos[2];
+  float mx[2], sum[2];
 #pragma unroll
-        for (int e = 0; e < LOAD / 2; ++e)
-          kv[e] = vv[e] = __float2half2_rn(0.0f);
-      }
+  for (int r = 0; r < 2; ++r) {
+    const int m = 16 * warp + g + 8 * r, token = tok0 + m / GPC;
+    pos[r] = m < TOK * GPC && token < tok_end && m % GPC < heads
+                 ? positions[token]
+                 : -1;
+    mx[r] = KILN_NEG_INF;
+    sum[r] = 0.0f;
+  }
+  float o[DHP / 8][4]; // O [16, DHP] as C fragments, 8 dims each
 #pragma unroll
-      for (int e = 0; e < LOAD / 2; ++e) {
-        *reinterpret_cast<__half2 *>(&ks[j][d + 2 * e]) = kv[e];
-        *reinterpret_cast<__half2 *>(&vs[j][d + 2 * e]) = vv[e];
+  for (int j = 0; j < DHP / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      o[j][e] = 0.0f;
+
+#pragma unroll 1
+  for (int t0 = 0; t0 <= last; t0 += BN) {
+    kiln_tile_blocks(table, t0 + BN, last, next); // used after QK^T
+    kiln_cp_async_wait<0>(); // this tile's keys (and the queries' reads
+    __syncthreads();         // and the last tile's PV are done)
+    kiln_copy_tile(vs, v_cache, kvh, t0, last, blocks);
+
+    // S = Q K^T: [16, BN] per warp, 8 keys a fragment.
+    float s[BN / 8][4];
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[j][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < DHP / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < BN / 16; ++j) {
+        unsigned kf[4]; // keys 16j .. 16j + 15, dims 16kk .. 16kk + 15
+        kiln_ldmatrix<4>(kf, &ks[16 * j + (lane & 7) + 8 * (lane >> 4)]
+                                [16 * kk + 8 * ((lane >> 3) & 1)]);
+        const unsigned b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
+        kiln_mma(s[2 * j], qf[kk], b0);
+        kiln_mma(s[2 * j + 1], qf[kk], b1);
       }
+
+    // The online softmax of each row, in fp32: scores times SCALE_LOG2,
+    // keys past the row's position at -inf (only where the tile reaches
+    // past the block's first position).
+    const bool mask = t0 + BN - 1 > first;
+    float tile_max[2] = {KILN_NEG_INF, KILN_NEG_INF};
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = t0 + 8 * j + 2 * q4 + (e & 1);
+        s[j][e] = mask && key > pos[e >> 1] ? KILN_NEG_INF : s[j][e] * SCALE_LOG2;
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+      }
+    float base[2], correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) { // a row's scores lie in its quad's 4 lanes
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float m_new = fmaxf(mx[r], tile_max[r]);
+      base[r] = m_new == KILN_NEG_INF ? 0.0f : m_new; // no key yet: all p 0
+      correction[r] = exp2f(mx[r] - base[r]);         // 0 while mx is -inf
+      mx[r] = m_new;
+      sum[r] *= correction[r];
     }
-    __syncthreads();
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      if (t0 > pos[r])
-        continue; // every key of the tile is in this row's future
-      const float *qr = qs[warp * ROWS + r];
-      float score = KILN_NEG_INF;
-      if (t0 + lane <= pos[r]) {
-        float dot = 0.0f;
-#pragma unroll 8
-        for (int d = 0; d < DH; d += 2) {
-          const float2 kf =
-              __half22float2(*reinterpret_cast<const __half2 *>(&ks[lane][d]));
-          dot += qr[d] * kf.x + qr[d + 1] * kf.y;
-        }
-        score = dot;
+    for (int j = 0; j < DHP / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[j][e] *= correction[e >> 1];
+    unsigned p[BN / 16][4]; // P [16, BN] as f16 A fragments, 16 keys each
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      float e4[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        e4[e] = exp2f(s[j][e] - base[e >> 1]); // 0 for masked keys
+        sum[e >> 1] += e4[e];
       }
-      const float m_new = fmaxf(m[r], kiln_warp_max(score));
-      const float correction = expf(m[r] - m_new); // 0 while m is -inf
-      const float p = expf(score - m_new);          // 0 for masked keys
-      l[r] = l[r] * correction + kiln_warp_sum(p);
-#pragma unroll
-      for (int e = 0; e < DPL; ++e)
-        acc[r][e] *= correction;
-      for (int j = 0; j < TILE; ++j) {
-        const float pj = __shfl_sync(0xffffffffu, p, j);
-#pragma unroll
-        for (int e = 0; e < DPL; ++e)
-          if (lane + 32 * e < DH)
-            acc[r][e] += pj * __half2float(vs[j][lane + 32 * e]);
-      }
-      m[r] = m_new;
+      p[j / 2][2 * (j & 1)] = kiln_pack_half2(e4[0], e4[1]);
+      p[j / 2][2 * (j & 1) + 1] = kiln_pack_half2(e4[2], e4[3]);
     }
+
+    __syncthreads(); // every warp is done with this tile's keys
+    if (t0 + BN <= last)
+      kiln_copy_tile(ks, k_cache, kvh, t0 + BN, last, next);
+    else
+      kiln_cp_async_commit(); // an empty group: the wait below counts on it
+    kiln_cp_async_wait<1>(); // the values have landed, the next keys may not
     __syncthreads();
+
+    // O += P V: V [BN, DHP] as B fragments through ldmatrix.trans.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < DHP / 16; ++j) {
+        unsigned vf[4]; // keys 16kk .. 16kk + 15, dims 16j .. 16j + 15
+        kiln_ldmatrix<4, true>(vf, &vs[16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1)]
+                                      [16 * j + 8 * (lane >> 4)]);
+        const unsigned b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
+        kiln_mma(o[2 * j], p[kk], b0);
+        kiln_mma(o[2 * j + 1], p[kk], b1);
+      }
+#pragma unroll
+    for (int u = 0; u < CPT; ++u)
+      blocks[u] = next[u];
   }
 
+  // O / l, in f16, for the rows with a token and the dims of the head.
 #pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    const int row = row0 + warp * ROWS + r;
-    if (row >= n)
+  for (int r = 0; r < 2; ++r) {
+    sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+    sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+    if (pos[r] < 0)
       continue;
-    __half *o = out + (long long)row * (H * DH) + h * DH;
+    const int m = 16 * warp + g + 8 * r;
+    __half *row = out + (long long)(tok0 + m / GPC) * (H * DH) + (h0 + m % GPC) * DH;
+    const float inv = 1.0f / sum[r];
 #pragma unroll
-    for (int e = 0; e < DPL; ++e)
-      if (lane + 32 * e < DH)
-        o[lane + 32 * e] = __float2half(acc[r][e] / l[r]);
+    for (int j = 0; j < DHP / 8; ++j) {
+      const int d = 8 * j + 2 * q4;
+      if (d < DH)
+        *reinterpret_cast<__half2 *>(&row[d]) =
+            __floats2half2_rn(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+    }
   }
 }
 )cuda";

@@ -324,21 +324,6 @@ __device__ __forceinline__ void kiln_rope_pair(int t, int &a, int &b) {
   b = INTERLEAVED ? a + 1 : a + DH / 2;
 }
 
-// Element d of one head's vector, rotated by RoPE at position pos.
-template <int DH, bool INTERLEAVED>
-__device__ __forceinline__ float kiln_rope_element(const __half *head, int d,
-                                                   int pos,
-                                                   const float *inv_freq) {
-  const bool first = INTERLEAVED ? (d % 2 == 0) : (d < DH / 2);
-  const int i = INTERLEAVED ? d / 2 : (first ? d : d - DH / 2);
-  const int partner =
-      INTERLEAVED ? (d ^ 1) : (first ? d + DH / 2 : d - DH / 2);
-  const float x = __half2float(head[d]), p = __half2float(head[partner]);
-  float s, c;
-  sincosf(pos * inv_freq[i], &s, &c);
-  return first ? x * c - p * s : p * s + x * c;
-}
-
 // Where token t of a sequence lives in one layer's keys or values of the
 // paged pool: its block from the block table, then its slot in the block.
 __device__ __forceinline__ long long kiln_slot(const int *block_table, int t,
@@ -432,7 +417,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"kv-splits", &opts.kvSplits, 0, 64},
       {"sm-count", &opts.smCount, 1, 1024},
       {"epilogue-threads", &opts.epilogueThreads, 32, 1024},
-      {"prefill-attention-rows", &opts.prefillAttentionRows, 1, 16},
+      {"prefill-attention-keys", &opts.prefillAttentionKeys, 0, 256},
       {"elementwise-threads", &opts.elementwiseThreads, 32, 1024},
       {"gemm-algo", &opts.gemmAlgo, kSmallGemmAlgo, kMaxGemmAlgo},
       {"gemm-tile", &opts.gemmTile, 1, 16},
@@ -448,7 +433,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
           llvm::Twine("unknown knob '") + name.trim() +
           "' (gemv-rows, gemv-split-k, gemv-unroll, vector-width, "
           "attention-warps, "
-          "kv-splits, sm-count, epilogue-threads, prefill-attention-rows, "
+          "kv-splits, sm-count, epilogue-threads, prefill-attention-keys, "
           "elementwise-threads, gemm-algo, gemm-tile)");
     int v;
     if (value.trim().getAsInteger(10, v) || v < knob->lo || v > knob->hi)
@@ -463,6 +448,10 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
   if (opts.gemvWarps * opts.gemvSplitK > 32)
     return llvm::createStringError(
         "gemv-rows x gemv-split-k: at most 32 warps (1024 threads) a block");
+  if (opts.prefillAttentionKeys % 16)
+    return llvm::createStringError(
+        "prefill-attention-keys: must be 0 (choose) or a multiple of 16 (the "
+        "tensor cores' k)");
   if (opts.epilogueThreads % 32)
     return llvm::createStringError(
         "epilogue-threads: must be a multiple of 32 (whole warps)");
@@ -483,15 +472,6 @@ std::string floatLiteral(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9ef", v);
   return buf;
-}
-
-std::string invFreqTable(int64_t headDim, double theta) {
-  std::string s = "__constant__ float kiln_inv_freq[" +
-                  std::to_string(headDim / 2) + "] = {";
-  for (int64_t i = 0; i < headDim / 2; ++i)
-    s += (i ? ", " : "") +
-         floatLiteral(std::pow(theta, -2.0 * double(i) / double(headDim)));
-  return s + "};\n";
 }
 
 std::string entryName(llvm::StringRef kernel) {

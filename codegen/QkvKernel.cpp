@@ -23,22 +23,6 @@ using namespace mlir;
 
 namespace kiln {
 
-/// `kiln_qkv_turns[DH / 2][2]`: RoPE's turns per position of each pair i,
-/// theta^(-2i/DH) / (2 pi), as the sum of two floats (computed in double),
-/// so that the kernel reduces the angle exactly.
-static std::string ropeTurnsTable(int64_t dh, std::optional<double> theta) {
-  std::string s = "__constant__ float kiln_qkv_turns[" +
-                  std::to_string(theta ? dh / 2 : 1) + "][2] = {";
-  for (int64_t i = 0; theta && i < dh / 2; ++i) {
-    double turns =
-        std::pow(*theta, -2.0 * double(i) / double(dh)) / (2.0 * M_PI);
-    float hi = float(turns);
-    s += (i ? ", {" : "{") + floatLiteral(hi) + ", " +
-         floatLiteral(float(turns - double(hi))) + "}";
-  }
-  return s + (theta ? "" : "{0.0f, 0.0f}") + "};\n";
-}
-
 llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   auto qkv = cast<FusedQKVOp>(op);
   auto cache = cast<KVCacheType>(qkv.getCache().getType());
@@ -61,12 +45,10 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
      << "] . W[" << s.n << ", " << s.k << "]^T" << (eps ? ", RMSNorm" : "")
      << (rope ? ", RoPE on k" : "") << ", k and v into layer " << qkv.getLayer()
      << "'s cache\n";
-  // (Declared without RoPE too: a discarded `if constexpr` branch in a
-  // non-template function still names it.)
   std::optional<double> theta;
   if (rope)
     theta = qkv.getRopeTheta()->convertToDouble();
-  os << ropeTurnsTable(cache.getHeadDim(), theta);
+  os << ropePrelude(cache.getHeadDim(), theta);
   os << "constexpr int K = " << s.k << ", N = " << s.n
      << ", VEC = " << vectorWidth(s.k, opts.maxVectorWidth) << ";\n";
   os << "constexpr int QW = " << qw << ", KVW = " << kvw
@@ -79,24 +61,6 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   os << "constexpr float EPS = "
      << floatLiteral(eps ? eps->convertToDouble() : 0.0) << ";\n";
   os << R"cuda(
-// sin and cos of RoPE's angle for pair i at position pos: the turns
-// pos * (hi + lo) with the whole turns of pos * hi dropped exactly (fmaf
-// keeps the product's rounding error), then sincospif, which reduces
-// exactly: no sincosf slow path, whose Payne-Hanek table walk puts an
-// array in local memory. On emu, in double.
-__device__ __forceinline__ void kiln_qkv_sincos(int pos, int i, float *s,
-                                                float *c) {
-  const float p = float(pos), hi = p * kiln_qkv_turns[i][0];
-  const float r = (hi - rintf(hi)) + fmaf(p, kiln_qkv_turns[i][0], -hi) +
-                  p * kiln_qkv_turns[i][1];
-#ifdef KILN_CUDA_EMU_H
-  const double a = 6.283185307179586 * r;
-  *s = float(sin(a));
-  *c = float(cos(a));
-#else
-  sincospif(2.0f * r, s, c);
-#endif
-}
 
 // One task of a token's [q | k | v] row: a column of q (stored in q), a
 // column or a rotated pair of k, or a column of v (stored in the token's
@@ -121,7 +85,7 @@ __device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
       const float kb = value(QW + b);
       if (store) {
         float s, c;
-        kiln_qkv_sincos(pos, t % (DH / 2), &s, &c);
+        kiln_rope_sincos(pos, t % (DH / 2), &s, &c);
         k_cache[slot + a] = __float2half(ka * c - kb * s);
         k_cache[slot + b] = __float2half(ka * s + kb * c);
       }

@@ -218,7 +218,7 @@ const std::vector<TuneFamily> &tuneFamilies() {
       {"decode.gemm", "context", true, gemmCandidates(), 2},
       {"prefill.attention", "prompt", false,
        product({{"attention-warps", {2, 4, 8}},
-                {"prefill-attention-rows", {1, 2, 4, 8}}})},
+                {"prefill-attention-keys", {16, 32, 64}}})},
       {"prefill.epilogue", "prompt", false,
        product({{"epilogue-threads", {64, 128, 256, 512}}})},
       {"prefill.elementwise", "prompt", false,

@@ -1,0 +1,70 @@
+//===- Rope.cpp - RoPE's rotation as the kernels compute it ---------------===//
+//
+// The kernels that rotate by RoPE (QKV's keys, both attentions' queries)
+// share one table and one angle reduction: the angle of pair i at position
+// pos is pos * theta^(-2i/DH) radians, which for long contexts is
+// thousands of turns. sincosf would reduce it with its Payne-Hanek slow
+// path, which walks a table in local memory; here the turns per position
+// are a sum of two floats (computed in double), the whole turns of the
+// product are dropped exactly, and sincospif takes what is left.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+
+#include <cmath>
+
+namespace kiln {
+
+std::string ropePrelude(int64_t dh, std::optional<double> theta) {
+  // (Declared without RoPE too: a discarded `if constexpr` branch in a
+  // non-template function still names it.)
+  std::string s = "\n// RoPE: pair i turns pos * (hi + lo) turns, theta^(-2i/" +
+                  std::to_string(dh) +
+                  ") / (2 pi) as two floats.\n__constant__ float "
+                  "kiln_rope_turns[" +
+                  std::to_string(theta ? dh / 2 : 1) + "][2] = {";
+  for (int64_t i = 0; theta && i < dh / 2; ++i) {
+    double turns =
+        std::pow(*theta, -2.0 * double(i) / double(dh)) / (2.0 * M_PI);
+    float hi = float(turns);
+    s += (i ? ", {" : "{") + floatLiteral(hi) + ", " +
+         floatLiteral(float(turns - double(hi))) + "}";
+  }
+  s += theta ? "};\n" : "{0.0f, 0.0f}};\n";
+  s += R"cuda(
+// sin and cos of RoPE's angle for pair i at position pos: the whole turns
+// of pos * hi dropped exactly (fmaf keeps the product's rounding error),
+// then sincospif, which reduces exactly. On emu, in double.
+__device__ __forceinline__ void kiln_rope_sincos(int pos, int i, float *s,
+                                                 float *c) {
+  const float p = float(pos), hi = p * kiln_rope_turns[i][0];
+  const float r = (hi - rintf(hi)) + fmaf(p, kiln_rope_turns[i][0], -hi) +
+                  p * kiln_rope_turns[i][1];
+#ifdef KILN_CUDA_EMU_H
+  const double a = 6.283185307179586 * r;
+  *s = float(sin(a));
+  *c = float(cos(a));
+#else
+  sincospif(2.0f * r, s, c);
+#endif
+}
+
+// Element d of one head's vector [DH] at position pos, rotated by RoPE:
+// pairs (2i, 2i + 1) when INTERLEAVED (Meta's layout), else (i, i + DH / 2).
+template <int DH, bool INTERLEAVED>
+__device__ __forceinline__ float kiln_rope_rotated(const __half *head, int d,
+                                                   int pos) {
+  const bool first = INTERLEAVED ? d % 2 == 0 : d < DH / 2;
+  const int i = INTERLEAVED ? d / 2 : (first ? d : d - DH / 2);
+  const int partner =
+      INTERLEAVED ? (d ^ 1) : (first ? d + DH / 2 : d - DH / 2);
+  float s, c;
+  kiln_rope_sincos(pos, i, &s, &c);
+  const float x = __half2float(head[d]), y = __half2float(head[partner]);
+  return first ? x * c - y * s : y * s + x * c;
+}
+)cuda";
+  return s;
+}
+
+} // namespace kiln
