@@ -86,7 +86,7 @@ enum class ParamKind {
 /// One parameter of a kernel: what the runtime binds to it, its name and
 /// its C type. The kernel's signature is made from its list
 /// (kernelParameters) and each launch's arguments are bound from it by
-/// kind (codegen/Program.cpp), so the three cannot drift apart.
+/// kind (codegen/BuildProgram.cpp), so the three cannot drift apart.
 struct KernelParam {
   ParamKind kind;
   std::string name;

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
-#include "codegen/Program.h"
+#include "codegen/BuildProgram.h"
 #include "ir/KilnDialect.h"
 #include "ir/NestingDepth.h"
 #include "passes/Passes.h"

@@ -1,7 +1,7 @@
 //===- Compile.cpp - kiln compile -----------------------------------------===//
 #include "codegen/KernelCache.h"
 #include "codegen/Nvrtc.h"
-#include "codegen/Program.h"
+#include "codegen/BuildProgram.h"
 #include "inspect/KernelGraph.h"
 #include "ir/KilnOps.h"
 #include "passes/Passes.h"

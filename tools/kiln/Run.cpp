@@ -1,7 +1,7 @@
 //===- Run.cpp - kiln run -------------------------------------------------===//
 #include "codegen/KernelCache.h"
 #include "codegen/Nvrtc.h"
-#include "codegen/Program.h"
+#include "codegen/BuildProgram.h"
 #include "reference/RefDevice.h"
 #include "runtime/Bundle.h"
 #include "runtime/EmuDevice.h"

@@ -5,7 +5,7 @@
 // any engine must read (the weights and the cached keys and values).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/Program.h"
+#include "codegen/BuildProgram.h"
 #include "ir/KernelOpInterface.h"
 #include "ir/KilnOps.h"
 #include "tools/kiln/Commands.h"

@@ -1,5 +1,5 @@
-//===- Program.cpp - bind every kernel argument of prefill and decode -----===//
-#include "codegen/Program.h"
+//===- BuildProgram.cpp - bind every kernel argument of prefill and decode ===//
+#include "codegen/BuildProgram.h"
 #include "ir/KilnOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -1,6 +1,6 @@
-//===- Program.h - kiln IR to the runtime's Program -------------*- C++ -*-===//
-#ifndef KILN_CODEGEN_PROGRAM_H
-#define KILN_CODEGEN_PROGRAM_H
+//===- BuildProgram.h - kiln IR to the runtime's Program --------*- C++ -*-===//
+#ifndef KILN_CODEGEN_BUILDPROGRAM_H
+#define KILN_CODEGEN_BUILDPROGRAM_H
 
 #include "codegen/CudaKernel.h"
 #include "runtime/Program.h"
@@ -18,4 +18,4 @@ llvm::Expected<Program> buildProgram(mlir::ModuleOp module,
 
 } // namespace kiln
 
-#endif // KILN_CODEGEN_PROGRAM_H
+#endif // KILN_CODEGEN_BUILDPROGRAM_H
