@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <filesystem>
@@ -38,6 +39,23 @@ std::string cacheDir() {
   return base + "/kiln/emu";
 }
 
+/// The emulator's headers as the compiler sees them: `header` and the
+/// headers beside it that it includes (tensor_core_emu.h), so that a change
+/// to any of them makes new shared objects.
+std::string headersText(const std::string &header) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (const auto &e :
+       fs::directory_iterator(fs::path(header).parent_path(), ec))
+    if (e.path().extension() == ".h")
+      paths.push_back(e.path().string());
+  std::sort(paths.begin(), paths.end());
+  std::string text;
+  for (const std::string &p : paths)
+    text += fs::path(p).filename().string() + "\n" + readFile(p);
+  return text;
+}
+
 /// The entry point that runs the grid, appended to the kernel's source.
 std::string launcher(const std::string &entry) {
   return "\nextern \"C\" void kiln_emu_launch(unsigned gx, unsigned gy, "
@@ -51,7 +69,7 @@ absl::StatusOr<EmuLaunchFn> compileOne(const KernelCode &k,
                                        const std::string &header,
                                        const std::string &command) {
   std::string source = k.source + launcher(k.entry);
-  std::string key = hash(command + "\n" + readFile(header) + "\n" + source);
+  std::string key = hash(command + "\n" + headersText(header) + "\n" + source);
   std::string dir = cacheDir();
   std::string so = dir + "/" + k.entry + "-" + key + ".so";
   if (!fs::exists(so)) {

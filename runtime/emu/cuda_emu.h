@@ -87,6 +87,7 @@ struct Thread {
   boost::context::fiber fiber, sink;
   std::vector<AsyncCopy> copies; // issued, not yet landed
   unsigned committedGroups = 0;  // cp.async.commit_group calls so far
+  unsigned collectives = 0;      // tensor-core collectives so far
 };
 
 struct Block {
@@ -95,7 +96,7 @@ struct Block {
   std::vector<Thread> threads;
   Thread *current = nullptr;
   std::vector<float> lanes; // one slot per thread, for shuffles
-  /// kExchangeWords per thread, for the warp-collective tensor-core
+  /// 2 x kExchangeWords per thread, for the warp-collective tensor-core
   /// instructions (fragments, row addresses); sized at their first use.
   std::vector<uint64_t> exchange;
 };

@@ -22,24 +22,31 @@
 
 namespace kiln_emu {
 
-/// 64-bit words of Block::exchange per thread.
+/// 64-bit words of Block::exchange per thread and collective.
 constexpr int kExchangeWords = 8;
 
-/// Thread `linear`'s words of the block's exchange.
-inline uint64_t *exchangeOf(int linear) {
+/// Thread `linear`'s words of the block's exchange for its warp's
+/// collective number `call`. Collectives alternate between two sets, so a
+/// warp meets once per collective: a lane that posts for the next one
+/// writes the other set while slower lanes still read this one, and none
+/// can post twice ahead, since the next meeting waits for every lane.
+inline uint64_t *exchangeOf(int linear, unsigned call) {
   std::vector<uint64_t> &x = block->exchange;
   if (x.empty()) // the first collective of this block
-    x.assign(block->threads.size() * kExchangeWords, 0);
-  return &x[size_t(linear) * kExchangeWords];
+    x.assign(block->threads.size() * 2 * kExchangeWords, 0);
+  return &x[(size_t(linear) * 2 + (call & 1)) * kExchangeWords];
 }
 
 /// An .aligned warp-wide instruction runs with all 32 lanes of the warp or
 /// is undefined: the emulator stops, naming the instruction and the warp.
-inline void requireFullWarp(const char *instruction) {
+/// Called once the warp has met for its collective number `call`: a lane
+/// that posted for it has counted past it (it may since have run on, even
+/// to its end); one that has not has left the kernel before it.
+inline void requireFullWarp(const char *instruction, unsigned call) {
   const int base = self().linear & ~31;
   const int n = int(block->threads.size());
   for (int i = base; i < base + 32; ++i)
-    if (i >= n || block->threads[i].done) {
+    if (i >= n || block->threads[i].collectives <= call) {
       std::fprintf(stderr,
                    "kiln emu: %s in block (%u, %u, %u), warp %d, without "
                    "lane %d: every lane of the warp must execute it\n",
@@ -68,17 +75,18 @@ inline float bf16Bits(uint16_t bits) {
 inline void mmaM16N8K16(float (&acc)[4], const unsigned (&a)[4],
                         const unsigned (&b)[2], bool bf16) {
   Thread &t = self();
-  uint64_t *mine = exchangeOf(t.linear);
+  const unsigned call = t.collectives++;
+  uint64_t *mine = exchangeOf(t.linear, call);
   for (int r = 0; r < 4; ++r)
     mine[r] = a[r];
   mine[4] = b[0];
   mine[5] = b[1];
   yield(Wait::Warp);
-  requireFullWarp("mma.sync.aligned.m16n8k16");
+  requireFullWarp("mma.sync.aligned.m16n8k16", call);
   const int lane = t.linear & 31, base = t.linear & ~31;
   const int g = lane >> 2, q = lane & 3;
   auto element = [&](int fromLane, int word, int k) {
-    const uint32_t w = uint32_t(exchangeOf(base + fromLane)[word]);
+    const uint32_t w = uint32_t(exchangeOf(base + fromLane, call)[word]);
     const uint16_t bits = (k & 1) ? uint16_t(w >> 16) : uint16_t(w);
     return bf16 ? bf16Bits(bits) : halfBits(bits);
   };
@@ -91,17 +99,13 @@ inline void mmaM16N8K16(float (&acc)[4], const unsigned (&a)[4],
   auto B = [&](int k, int col) {
     return element(col * 4 + (k % 8) / 2, 4 + (k >= 8), k);
   };
-  float d[4];
   for (int i = 0; i < 4; ++i) {
     const int row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
     float sum = acc[i];
     for (int k = 0; k < 16; ++k)
       sum += A(row, k) * B(k, col);
-    d[i] = sum;
+    acc[i] = sum;
   }
-  yield(Wait::Warp); // every lane has read every other's fragments
-  for (int i = 0; i < 4; ++i)
-    acc[i] = d[i];
 }
 
 /// ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16: N 8x8 matrices of
@@ -120,23 +124,21 @@ inline void ldmatrix(unsigned (&r)[N], const void *row) {
                  block->idx.x, block->idx.y, block->idx.z, lane, row);
     std::abort();
   }
-  exchangeOf(t.linear)[0] = reinterpret_cast<uintptr_t>(row);
+  const unsigned call = t.collectives++;
+  exchangeOf(t.linear, call)[0] = reinterpret_cast<uintptr_t>(row);
   yield(Wait::Warp);
-  requireFullWarp(TRANS ? "ldmatrix.sync.aligned.trans"
-                        : "ldmatrix.sync.aligned");
+  requireFullWarp(
+      TRANS ? "ldmatrix.sync.aligned.trans" : "ldmatrix.sync.aligned", call);
   const int g = lane >> 2, q = lane & 3;
   auto rowOf = [&](int m, int i) {
-    return reinterpret_cast<const uint16_t *>(exchangeOf(base + 8 * m + i)[0]);
+    return reinterpret_cast<const uint16_t *>(
+        exchangeOf(base + 8 * m + i, call)[0]);
   };
-  unsigned out[N];
   for (int m = 0; m < N; ++m) {
     const uint16_t lo = TRANS ? rowOf(m, 2 * q)[g] : rowOf(m, g)[2 * q];
     const uint16_t hi = TRANS ? rowOf(m, 2 * q + 1)[g] : rowOf(m, g)[2 * q + 1];
-    out[m] = unsigned(lo) | unsigned(hi) << 16;
+    r[m] = unsigned(lo) | unsigned(hi) << 16;
   }
-  yield(Wait::Warp);
-  for (int m = 0; m < N; ++m)
-    r[m] = out[m];
 }
 
 /// cp.async.cg.shared.global 16 bytes (src null: 16 zero bytes, as a

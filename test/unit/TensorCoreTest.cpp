@@ -52,6 +52,13 @@ extern "C" __global__ void mma_bf16(const unsigned *a, const unsigned *b,
                                     const float *c, float *d) {
   kiln_test_mma<true>(a, b, c, d);
 }
+// Lane 5 leaves before the warp's mma: undefined on a GPU.
+extern "C" __global__ void mma_partial(const unsigned *a, const unsigned *b,
+                                       const float *c, float *d) {
+  if (threadIdx.x == 5)
+    return;
+  kiln_test_mma<false>(a, b, c, d);
+}
 
 // tile [32 rows, 8] halves staged in shared memory; lane l gives the
 // address of row order[l]; out [32 lanes, 4] the registers it receives.
@@ -110,7 +117,8 @@ extern "C" __global__ void cp_async(const unsigned short *src,
 
 const std::vector<std::string> &entries() {
   static const std::vector<std::string> e = [] {
-    std::vector<std::string> v = {"mma_f16", "mma_bf16", "cp_async"};
+    std::vector<std::string> v = {"mma_f16", "mma_bf16", "mma_partial",
+                                  "cp_async"};
     for (int n : {1, 2, 4})
       for (bool trans : {false, true})
         v.push_back(ldmatrixEntry(n, trans));
@@ -222,6 +230,18 @@ TEST(TensorCore, MmaF16MatchesTheScalarProductInEveryLane) { checkMma(false); }
 
 TEST(TensorCore, MmaBf16MatchesTheScalarProductInEveryLane) { checkMma(true); }
 
+TEST(TensorCore, AWarpWithALaneMissingStopsTheEmulator) {
+  EmuLaunchFn mma = emuKernel("mma_partial");
+  ASSERT_NE(mma, nullptr);
+  std::vector<unsigned> a(32 * 4), b(32 * 2);
+  std::vector<float> c(32 * 4), d(32 * 4);
+  void *args[] = {a.data(), b.data(), c.data(), d.data()};
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(mma(1, 1, 1, 32, args),
+               "mma.sync.aligned.m16n8k16 in block \\(0, 0, 0\\), warp 0, "
+               "without lane 5");
+}
+
 TEST(TensorCore, LdmatrixGivesEveryLaneItsRowsAndColumns) {
   std::vector<unsigned short> tile(32 * 8); // [32 rows, 8]: distinct bits
   for (size_t i = 0; i < tile.size(); ++i)
@@ -297,7 +317,7 @@ TEST(TensorCore, NvrtcCompilesThemToHmmaLdsmAndLdgsts) {
     ASSERT_TRUE(functions.ok()) << functions.status();
     EXPECT_EQ(functions->size(), entries().size());
     std::map<std::string, int> mix = sass::instructionMix(*functions);
-    EXPECT_EQ(mix["HMMA"], 2); // one f16, one bf16
+    EXPECT_EQ(mix["HMMA"], 3); // f16, bf16, and f16 in mma_partial
     EXPECT_GE(mix["LDSM"], 6); // x1, x2, x4, each plain and .trans
     EXPECT_EQ(mix["LDGSTS"], 3);
     for (const char *want :
