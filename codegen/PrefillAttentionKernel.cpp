@@ -47,7 +47,8 @@ PrefillAttentionTiling prefillAttentionTiling(int64_t dh, int64_t group,
                                               const CodegenOptions &opts) {
   PrefillAttentionTiling t;
   t.warps = opts.attentionWarps;
-  t.rows = 16 * t.warps;
+  t.mtiles = opts.prefillAttentionRows / 16;
+  t.rows = 16 * t.mtiles * t.warps;
   t.paddedDh = (dh + 15) / 16 * 16;
   t.groupHeads = std::min<int64_t>(group, t.rows);
   t.headSlices = (group + t.groupHeads - 1) / t.groupHeads;
@@ -79,7 +80,8 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
   if (t.keys == 0 || t.sharedBytes > kStaticSharedBytes)
     return llvm::createStringError(
         "prefill attention tiles of " + std::to_string(t.rows) +
-        " query rows (attention-warps=" + std::to_string(t.warps) + ") and " +
+        " query rows (attention-warps=" + std::to_string(t.warps) +
+        ", prefill-attention-rows=" + std::to_string(16 * t.mtiles) + ") and " +
         std::to_string(t.keys ? t.keys : 16) +
         " keys (prefill-attention-keys) of head dim " + std::to_string(dh) +
         " need " + std::to_string(t.sharedBytes) +
@@ -95,9 +97,9 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
   std::string src = cudaPrelude() + tensorCorePrelude();
   llvm::raw_string_ostream os(src);
   os << shape->header;
-  os << "constexpr int WARPS = " << t.warps
-     << ", BM = 16 * WARPS, BN = " << t.keys
-     << "; // query rows, keys a tile\n";
+  os << "constexpr int WARPS = " << t.warps << ", MT = " << t.mtiles
+     << ", BM = 16 * MT * WARPS, BN = " << t.keys
+     << "; // m-tiles a warp, query rows, keys a tile\n";
   os << "constexpr int DHP = " << t.paddedDh
      << ", LD = DHP + 8; // head dims padded to 16, a shared row\n";
   os << "constexpr int GPC = " << t.groupHeads << ", HS = " << t.headSlices
@@ -207,35 +209,44 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
     *reinterpret_cast<__half2 *>(&qs[m][d]) = __floats2half2_rn(x0, x1);
   }
   __syncthreads();
-  unsigned qf[DHP / 16][4]; // this warp's 16 rows as A fragments
+  // This warp's MT x 16 rows (m-tile mt: rows 16 (MT warp + mt) ..), as A
+  // fragments: 16 rows x 16 dims each.
+  unsigned qf[MT][DHP / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < DHP / 16; ++kk)
-    kiln_ldmatrix<4>(qf[kk], &qs[16 * warp + (lane & 15)][16 * kk + 8 * (lane >> 4)]);
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < DHP / 16; ++kk)
+      kiln_ldmatrix<4>(qf[mt][kk], &qs[16 * (MT * warp + mt) + (lane & 15)]
+                                      [16 * kk + 8 * (lane >> 4)]);
   if (!EARLY_K) {
     __syncthreads(); // every warp has its queries: the keys may land there
     kiln_copy_tile(ks, k_cache, kvh, 0, last, blocks);
   }
 
-  // This lane's two rows, g and g + 8 of the warp's: their positions (-1:
-  // a row with no token, which no key is visible to), running maxima (of
-  // the scores times SCALE_LOG2) and sums (this lane's share of them).
-  int pos[2];
-  float mx[2], sum[2];
+  // This lane's rows, g and g + 8 of each m-tile: their positions (-1: a
+  // row with no token, which no key is visible to), running maxima (of the
+  // scores times SCALE_LOG2) and sums (this lane's share of them).
+  int pos[MT][2];
+  float mx[MT][2], sum[MT][2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int m = 16 * warp + g + 8 * r, token = tok0 + m / GPC;
-    pos[r] = m < TOK * GPC && token < tok_end && m % GPC < heads
-                 ? positions[token]
-                 : -1;
-    mx[r] = KILN_NEG_INF;
-    sum[r] = 0.0f;
-  }
-  float o[DHP / 8][4]; // O [16, DHP] as C fragments, 8 dims each
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-  for (int j = 0; j < DHP / 8; ++j)
+    for (int r = 0; r < 2; ++r) {
+      const int m = 16 * (MT * warp + mt) + g + 8 * r, token = tok0 + m / GPC;
+      pos[mt][r] = m < TOK * GPC && token < tok_end && m % GPC < heads
+                       ? positions[token]
+                       : -1;
+      mx[mt][r] = KILN_NEG_INF;
+      sum[mt][r] = 0.0f;
+    }
+  float o[MT][DHP / 8][4]; // O [16, DHP] per m-tile as C fragments, 8 dims each
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      o[j][e] = 0.0f;
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int j = 0; j < DHP / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[mt][j][e] = 0.0f;
 
 #pragma unroll 1
   for (int t0 = 0; t0 <= last; t0 += BN) {
@@ -244,13 +255,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
     __syncthreads();         // and the last tile's PV are done)
     kiln_copy_tile(vs, v_cache, kvh, t0, last, blocks);
 
-    // S = Q K^T: [16, BN] per warp, 8 keys a fragment.
-    float s[BN / 8][4];
+    // S = Q K^T: [16, BN] per m-tile, 8 keys a fragment; each fragment of
+    // K serves every m-tile.
+    float s[MT][BN / 8][4];
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        s[j][e] = 0.0f;
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[mt][j][e] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < DHP / 16; ++kk)
 #pragma unroll
@@ -259,50 +273,59 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
         kiln_ldmatrix<4>(kf, &ks[16 * j + (lane & 7) + 8 * (lane >> 4)]
                                 [16 * kk + 8 * ((lane >> 3) & 1)]);
         const unsigned b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
-        kiln_mma(s[2 * j], qf[kk], b0);
-        kiln_mma(s[2 * j + 1], qf[kk], b1);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          kiln_mma(s[mt][2 * j], qf[mt][kk], b0);
+          kiln_mma(s[mt][2 * j + 1], qf[mt][kk], b1);
+        }
       }
 
     // The online softmax of each row, in fp32: scores times SCALE_LOG2,
     // keys past the row's position at -inf (only where the tile reaches
-    // past the block's first position).
+    // past the block's first position). P [16, BN] per m-tile as f16 A
+    // fragments, 16 keys each, straight from S's registers.
     const bool mask = t0 + BN - 1 > first;
-    float tile_max[2] = {KILN_NEG_INF, KILN_NEG_INF};
+    unsigned p[MT][BN / 16][4];
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
+    for (int mt = 0; mt < MT; ++mt) {
+      float tile_max[2] = {KILN_NEG_INF, KILN_NEG_INF};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = t0 + 8 * j + 2 * q4 + (e & 1);
-        s[j][e] = mask && key > pos[e >> 1] ? KILN_NEG_INF : s[j][e] * SCALE_LOG2;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = t0 + 8 * j + 2 * q4 + (e & 1);
+          s[mt][j][e] = mask && key > pos[mt][e >> 1]
+                            ? KILN_NEG_INF
+                            : s[mt][j][e] * SCALE_LOG2;
+          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[mt][j][e]);
+        }
+      float base[2], correction[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) { // a row's scores lie in its quad's 4 lanes
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        const float m_new = fmaxf(mx[mt][r], tile_max[r]);
+        base[r] = m_new == KILN_NEG_INF ? 0.0f : m_new; // no key yet: all p 0
+        correction[r] = exp2f(mx[mt][r] - base[r]);     // 0 while mx is -inf
+        mx[mt][r] = m_new;
+        sum[mt][r] *= correction[r];
       }
-    float base[2], correction[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) { // a row's scores lie in its quad's 4 lanes
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float m_new = fmaxf(mx[r], tile_max[r]);
-      base[r] = m_new == KILN_NEG_INF ? 0.0f : m_new; // no key yet: all p 0
-      correction[r] = exp2f(mx[r] - base[r]);         // 0 while mx is -inf
-      mx[r] = m_new;
-      sum[r] *= correction[r];
-    }
+      for (int j = 0; j < DHP / 8; ++j)
 #pragma unroll
-    for (int j = 0; j < DHP / 8; ++j)
+        for (int e = 0; e < 4; ++e)
+          o[mt][j][e] *= correction[e >> 1];
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        o[j][e] *= correction[e >> 1];
-    unsigned p[BN / 16][4]; // P [16, BN] as f16 A fragments, 16 keys each
+      for (int j = 0; j < BN / 8; ++j) {
+        float e4[4];
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      float e4[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        e4[e] = exp2f(s[j][e] - base[e >> 1]); // 0 for masked keys
-        sum[e >> 1] += e4[e];
+        for (int e = 0; e < 4; ++e) {
+          e4[e] = exp2f(s[mt][j][e] - base[e >> 1]); // 0 for masked keys
+          sum[mt][e >> 1] += e4[e];
+        }
+        p[mt][j / 2][2 * (j & 1)] = kiln_pack_half2(e4[0], e4[1]);
+        p[mt][j / 2][2 * (j & 1) + 1] = kiln_pack_half2(e4[2], e4[3]);
       }
-      p[j / 2][2 * (j & 1)] = kiln_pack_half2(e4[0], e4[1]);
-      p[j / 2][2 * (j & 1) + 1] = kiln_pack_half2(e4[2], e4[3]);
     }
 
     __syncthreads(); // every warp is done with this tile's keys
@@ -313,7 +336,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
     kiln_cp_async_wait<1>(); // the values have landed, the next keys may not
     __syncthreads();
 
-    // O += P V: V [BN, DHP] as B fragments through ldmatrix.trans.
+    // O += P V: V [BN, DHP] as B fragments through ldmatrix.trans, each
+    // serving every m-tile.
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
@@ -322,8 +346,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
         kiln_ldmatrix<4, true>(vf, &vs[16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1)]
                                       [16 * j + 8 * (lane >> 4)]);
         const unsigned b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
-        kiln_mma(o[2 * j], p[kk], b0);
-        kiln_mma(o[2 * j + 1], p[kk], b1);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          kiln_mma(o[mt][2 * j], p[mt][kk], b0);
+          kiln_mma(o[mt][2 * j + 1], p[mt][kk], b1);
+        }
       }
 #pragma unroll
     for (int u = 0; u < CPT; ++u)
@@ -332,22 +359,26 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
 
   // O / l, in f16, for the rows with a token and the dims of the head.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
-    sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-    if (pos[r] < 0)
-      continue;
-    const int m = 16 * warp + g + 8 * r;
-    __half *row = out + (long long)(tok0 + m / GPC) * (H * DH) + (h0 + m % GPC) * DH;
-    const float inv = 1.0f / sum[r];
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int j = 0; j < DHP / 8; ++j) {
-      const int d = 8 * j + 2 * q4;
-      if (d < DH)
-        *reinterpret_cast<__half2 *>(&row[d]) =
-            __floats2half2_rn(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+    for (int r = 0; r < 2; ++r) {
+      float l = sum[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      if (pos[mt][r] < 0)
+        continue;
+      const int m = 16 * (MT * warp + mt) + g + 8 * r;
+      __half *row =
+          out + (long long)(tok0 + m / GPC) * (H * DH) + (h0 + m % GPC) * DH;
+      const float inv = 1.0f / l;
+#pragma unroll
+      for (int j = 0; j < DHP / 8; ++j) {
+        const int d = 8 * j + 2 * q4;
+        if (d < DH)
+          *reinterpret_cast<__half2 *>(&row[d]) = __floats2half2_rn(
+              o[mt][j][2 * r] * inv, o[mt][j][2 * r + 1] * inv);
+      }
     }
-  }
 }
 )cuda";
   k.source = src;

@@ -417,6 +417,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"kv-splits", &opts.kvSplits, 0, 64},
       {"sm-count", &opts.smCount, 1, 1024},
       {"epilogue-threads", &opts.epilogueThreads, 32, 1024},
+      {"prefill-attention-rows", &opts.prefillAttentionRows, 16, 32},
       {"prefill-attention-keys", &opts.prefillAttentionKeys, 0, 256},
       {"elementwise-threads", &opts.elementwiseThreads, 32, 1024},
       {"gemm-algo", &opts.gemmAlgo, kSmallGemmAlgo, kMaxGemmAlgo},
@@ -433,7 +434,8 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
           llvm::Twine("unknown knob '") + name.trim() +
           "' (gemv-rows, gemv-split-k, gemv-unroll, vector-width, "
           "attention-warps, "
-          "kv-splits, sm-count, epilogue-threads, prefill-attention-keys, "
+          "kv-splits, sm-count, epilogue-threads, prefill-attention-rows, "
+          "prefill-attention-keys, "
           "elementwise-threads, gemm-algo, gemm-tile)");
     int v;
     if (value.trim().getAsInteger(10, v) || v < knob->lo || v > knob->hi)
@@ -448,6 +450,10 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
   if (opts.gemvWarps * opts.gemvSplitK > 32)
     return llvm::createStringError(
         "gemv-rows x gemv-split-k: at most 32 warps (1024 threads) a block");
+  if (opts.prefillAttentionRows % 16)
+    return llvm::createStringError(
+        "prefill-attention-rows: must be 16 or 32 (one or two of the tensor "
+        "cores' 16-row tiles a warp)");
   if (opts.prefillAttentionKeys % 16)
     return llvm::createStringError(
         "prefill-attention-keys: must be 0 (choose) or a multiple of 16 (the "

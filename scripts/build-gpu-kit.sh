@@ -81,7 +81,11 @@ rm -rf build-kit/cand build-kit/cand-short
 knobs=""
 for w in 2 4 8; do
   for s in 0 1 2 4 8 16; do knobs+="attention-warps=$w,kv-splits=$s;"; done
-  for r in 16 32 64; do knobs+="attention-warps=$w,prefill-attention-keys=$r;"; done
+  for r in 16 32; do
+    for k in 16 32 64; do
+      knobs+="attention-warps=$w,prefill-attention-rows=$r,prefill-attention-keys=$k;"
+    done
+  done
 done
 for a in -1 0 1 2 3; do knobs+="gemm-algo=$a;"; done
 build/bin/kiln tune llama2-7b --emit-candidates build-kit/cand \

@@ -140,12 +140,16 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
       l.flops = double(rows) * h * keys * dh * 4;
       l.loadBytes = 2 * t.vec;
     } else {
-      // Each block of QROWS query rows stages the keys up to its last row:
-      // the re-reads come from L2.
+      // Each block of TOK tokens (a KV group's heads, or a slice of them)
+      // copies the keys and values up to its last token: the re-reads come
+      // from L2.
+      PrefillAttentionTiling t =
+          prefillAttentionTiling(int64_t(dh), int64_t(h / kvh), opts);
       double s = double(rows), q = double(k.rowsPerBlock);
       double tiles = std::ceil(s / q);
       l.hbmBytes = s * kvh * dh * 4 + s * h * dh * 4;
-      l.l2Bytes = h * dh * 4 * q * tiles * (tiles + 1) / 2;
+      l.l2Bytes =
+          kvh * double(t.headSlices) * dh * 4 * q * tiles * (tiles + 1) / 2;
       l.flops = h * dh * 4 * s * (s + 1) / 2;
     }
     return l;
@@ -218,6 +222,7 @@ const std::vector<TuneFamily> &tuneFamilies() {
       {"decode.gemm", "context", true, gemmCandidates(), 2},
       {"prefill.attention", "prompt", false,
        product({{"attention-warps", {2, 4, 8}},
+                {"prefill-attention-rows", {16, 32}},
                 {"prefill-attention-keys", {16, 32, 64}}})},
       {"prefill.epilogue", "prompt", false,
        product({{"epilogue-threads", {64, 128, 256, 512}}})},
@@ -245,8 +250,9 @@ std::vector<std::string> familyKernels(ModuleOp module,
       if (!kernel)
         continue; // unnamed: no kernel of it was emitted
       // And the LM head's of the last row (a prefill that reads no logits).
-      for (std::string name : {kernel.str() + kSmallGemmSuffix,
-                               kernel.str() + kSmallGemmSuffix + kLastRowSuffix})
+      for (std::string name :
+           {kernel.str() + kSmallGemmSuffix,
+            kernel.str() + kSmallGemmSuffix + kLastRowSuffix})
         if (llvm::find(names, name) == names.end())
           names.push_back(name);
     }

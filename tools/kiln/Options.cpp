@@ -135,7 +135,8 @@ cl::opt<std::string> kernelOptionsFlag(
     "kernel-options",
     cl::desc("Kernel tuning knobs, name=value,...: gemv-rows, gemv-split-k, "
              "gemv-unroll, vector-width, attention-warps, kv-splits, sm-count, "
-             "epilogue-threads, prefill-attention-keys, elementwise-threads, "
+             "epilogue-threads, prefill-attention-rows, prefill-attention-keys, "
+             "elementwise-threads, "
              "gemm-algo, gemm-tile"),
     cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(tuneCommand()));
