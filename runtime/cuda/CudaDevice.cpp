@@ -499,6 +499,8 @@ CudaDevice::capture(const std::vector<Launch> &launches) {
           "programmatic dependent launch is off in CUDA graphs: a decode "
           "plan's capture with it failed (",
           s.message(), "); a graph's kernels start after the one before"));
+    else
+      pdlInGraphs_ = true; // not PDL's fault: the next plan tries with it
     return again;
   }
   if (!s.ok())
@@ -662,7 +664,9 @@ absl::Status CudaDevice::launchKernel(const Launch &l, void **params) {
   CUfunction f = functions_[l.kernel];
   const unsigned gx = unsigned(l.grid[0]), gy = unsigned(l.grid[1]),
                  gz = unsigned(l.grid[2]), threads = unsigned(l.blockThreads);
-  if (pdl_ && waits_[l.kernel] && (pdlInGraphs_ || !capturing_)) {
+  // Not in a timed step: each launch's own time is measured between two
+  // events, without overlap.
+  if (pdl_ && waits_[l.kernel] && (pdlInGraphs_ || !capturing_) && !timing_) {
     // May start while the kernel before it in the stream (kiln's, or a
     // cuBLAS GEMM's) still runs: it waits for it itself (griddepcontrol.
     // wait) before it reads what that kernel wrote.

@@ -107,7 +107,8 @@ private:
   absl::Status launchOne(const Launch &l);
   absl::Status enqueue(const Launch &l);
   /// A kernel launch: with the PDL attribute when pdl_ (and the kernel
-  /// waits), else plain. A driver that refuses the attribute gets the plain
+  /// waits; not in a timed step, nor in a capture after pdlInGraphs_ went
+  /// off), else plain. A driver that refuses the attribute gets the plain
   /// launch, and PDL is off from then on (said once).
   absl::Status launchKernel(const Launch &l, void **params);
   /// Says once on stderr that PDL is off, and why.
