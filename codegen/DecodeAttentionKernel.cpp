@@ -277,6 +277,27 @@ __device__ __forceinline__ float kiln_decode_rope(const __half *head, int d,
   return first ? x * c - y * s : y * s + x * c;
 }
 
+// An int of the host's step inputs (a row's sequence, the block table),
+// read ahead of the wait for the previous kernel so that the chain
+// sequence -> table entry -> key runs under that kernel's tail. ptxas moves
+// plain loads (volatile ones too) after ACQBULK, towards their use; a load
+// with an L2 cache hint it leaves where it is. The hint is evict_last: the
+// tables are tiny and every layer's attention reads them again. On emu, a
+// plain load.
+__device__ __forceinline__ int kiln_input(const int *p) {
+#ifdef KILN_CUDA_EMU_H
+  return *p;
+#else
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  int v;
+  asm volatile("ld.global.nc.L2::cache_hint.s32 %0, [%1], %2;"
+               : "=r"(v)
+               : "l"(p), "l"(policy));
+  return v;
+#endif
+}
+
 // Tile t's keys and values for this lane (key `slot` of each load, chunk
 // `part`): UNROLL keys, CPL chunks each. A key from kend on loads the
 // tile's first key instead (its score is masked); in a page (`block`), the
@@ -339,7 +360,8 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
   // This lane's chunk of a key, its share of the heads (heads hs * GS ...),
   // its key of a load.
   const int part = lane % LPK, hs = lane / LPK % HS, slot = lane / (LPK * HS);
-  const int *table = block_table + (long long)seqs[row] * TABLE_BLOCKS;
+  const int *table =
+      block_table + (long long)kiln_input(seqs + row) * TABLE_BLOCKS;
   const long long task = (long long)row * KVH + kvh;
   q += task * GROUP * DH;
   out += task * GROUP * DH;
@@ -363,8 +385,8 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
   long long block = 0, next = 0;
   if (t0 < t1) {
     if constexpr (PAGED) {
-      block = table[page];
-      next = table[min(page + 1, last_page)];
+      block = kiln_input(table + page);
+      next = kiln_input(table + min(page + 1, last_page));
     }
   }
   kiln_wait_previous_grid();
