@@ -17,7 +17,10 @@
 // group to finish (an atomic ticket) merges the splits' partials. The grid
 // is one wave of blocks; a row uses as many splits as its context fills (at
 // least a tile a warp). RoPE is applied to q as it is staged; the scale and
-// log2(e) are folded into q (exp2 below). docs/kernels.md has the why.
+// log2(e) are folded into q (exp2 below). It waits for the previous kernel
+// (PDL), which wrote q and the new token's key and value, after reading
+// the host's inputs (positions, the block table). docs/kernels.md has the
+// why.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -265,35 +268,33 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
   __shared__ float sm_m[WARPS][GROUP], sm_l[WARPS][GROUP];
   __shared__ float sm_acc[WARPS][GROUP][DH];
   __shared__ bool last;
+  kiln_launch_dependents();
   const int kvh = blockIdx.x, split = blockIdx.y, row = blockIdx.z;
-  if (row >= count[0])
+  if (row >= count[0]) {
+    kiln_wait_previous_grid(); // even to leave (the prelude says why)
     return; // padding: the whole block leaves together
+  }
   const int pos = positions[row], keys = pos + 1;
   const int tiles = (keys + KEYS - 1) / KEYS;
   // Splits of this row's context: at least a tile a warp.
   const int splits =
       AUTO_SPLITS ? min((int)gridDim.y, max(1, (tiles + WARPS - 1) / WARPS))
                   : (int)gridDim.y;
-  if (split >= splits)
+  if (split >= splits) {
+    kiln_wait_previous_grid();
     return; // a shorter context than the grid was sized for
+  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // This lane's chunk of a key, its share of the heads (heads hs * GS ...),
   // its key of a load.
   const int part = lane % LPK, hs = lane / LPK % HS, slot = lane / (LPK * HS);
-  const int *table = block_table + (long long)seqs[row] * TABLE_BLOCKS;
+  const int *table =
+      block_table + (long long)kiln_input(seqs + row) * TABLE_BLOCKS;
   const long long task = (long long)row * KVH + kvh;
   q += task * GROUP * DH;
   out += task * GROUP * DH;
   workspace += task * gridDim.y * GROUP * (DH + 2);
   counters += task;
-
-  for (int e = threadIdx.x; e < GROUP * DH; e += 32 * WARPS) {
-    const int g = e / DH, d = e % DH;
-    const float x = ROPE ? kiln_rope_rotated<DH, INTERLEAVED>(q + g * DH, d, pos)
-                         : __half2float(q[g * DH + d]);
-    sm_q[g][d] = x * (SCALE * LOG2E);
-  }
-  __syncthreads();
 
   // This warp's tiles: the split's, evenly among its warps, contiguous.
   const int per_split = (tiles + splits - 1) / splits;
@@ -303,6 +304,28 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
   const int t0 = split_begin + warp * per_warp;
   const int t1 = min(split_end, t0 + per_warp);
   const int kend = min(keys, t1 * KEYS); // this warp's keys end here
+  // The block of the first tile's page, and of the next page: read once a
+  // page, a page ahead. The block table is the host's: read before the
+  // wait for the previous kernel, which wrote q and this token's key and
+  // value.
+  const int last_page = (kend - 1) / BLOCK_SIZE;
+  int page = t0 * KEYS / BLOCK_SIZE;
+  long long block = 0, next = 0;
+  if (t0 < t1) {
+    if constexpr (PAGED) {
+      block = kiln_input(table + page);
+      next = kiln_input(table + min(page + 1, last_page));
+    }
+  }
+  kiln_wait_previous_grid();
+
+  for (int e = threadIdx.x; e < GROUP * DH; e += 32 * WARPS) {
+    const int g = e / DH, d = e % DH;
+    const float x = ROPE ? kiln_rope_rotated<DH, INTERLEAVED>(q + g * DH, d, pos)
+                         : __half2float(q[g * DH + d]);
+    sm_q[g][d] = x * (SCALE * LOG2E);
+  }
+  __syncthreads();
 
   // Online softmax per head, per key of a load (merged below).
   float m[GS], l[GS], acc[GS][CPL * VEC];
@@ -315,15 +338,6 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
       acc[g][i] = 0.0f;
   }
   if (t0 < t1) {
-    // The block of the tile's page, and of the next page: read once a page,
-    // a page ahead.
-    const int last_page = (kend - 1) / BLOCK_SIZE;
-    int page = t0 * KEYS / BLOCK_SIZE;
-    long long block = 0, next = 0;
-    if constexpr (PAGED) {
-      block = table[page];
-      next = table[min(page + 1, last_page)];
-    }
     // Tile t + 1's loads are in flight while tile t is computed.
     kiln_kv kr[UNROLL][CPL], vr[UNROLL][CPL];
     kiln_load_tile(k_cache, v_cache, table, block, t0, kend, kvh, slot, part,

@@ -1,7 +1,8 @@
 //===- EmbeddingKernel.cpp - kiln.embedding, decode and prefill -----------===//
 //
 // out[s, :] = table[tokens[s], :]: each thread copies VEC halves of a row
-// in one (up to 16-byte) load and store.
+// in one (up to 16-byte) streaming load and a store; the load before the
+// wait for the previous kernel (PDL), the store after it.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -38,16 +39,22 @@ llvm::Expected<CudaKernel> emitEmbedding(Operation *op,
 // tokens [S] i32, table [V, D] f16, out [S, D] f16; grid (D/VEC/threads, S)
 extern "C" __global__ void )cuda" +
              k.entry + "(" + kernelParameters(k) + R"cuda() {
+  kiln_launch_dependents();
   const int s = blockIdx.y;
   const int d = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  using Raw = kiln_chunk<VEC>::type;
+  // The token (the host's input) and its row of the table (a weight, read
+  // once: streamed past L1 and first out of L2, and volatile, so ptxas
+  // keeps it before the wait) are read before the wait for the previous
+  // kernel; out is written after it.
+  Raw c = {};
+  if (d < D)
+    c = kiln_stream_load(
+        reinterpret_cast<const Raw *>(table + (long long)tokens[s] * D + d));
+  kiln_wait_previous_grid();
   if (d >= D)
     return;
-  struct alignas(2 * VEC) Chunk {
-    __half h[VEC];
-  };
-  const __half *row = table + (long long)tokens[s] * D;
-  *reinterpret_cast<Chunk *>(out + (long long)s * D + d) =
-      *reinterpret_cast<const Chunk *>(row + d);
+  *reinterpret_cast<Raw *>(out + (long long)s * D + d) = c;
 }
 )cuda";
   return k;

@@ -7,7 +7,8 @@
 // or with SwiGLU the gate row j and the up row F + j in one loop. The
 // RMSNorm prologue's 1 / rms(x) scales the dots (the norm weight is folded
 // into W); the residual is added before the store. Results split the
-// output columns in order.
+// output columns in order. The wait for the previous kernel (PDL) is in
+// kiln_gemv_pair, between the first step's loads of W and the staging of x.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -84,7 +85,8 @@ llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
   os << "extern \"C\" __global__ void __launch_bounds__(THREADS, "
         "kiln_gemv_min_blocks<THREADS, UNROLL>) "
      << k.entry << "(" << kernelParameters(k) << ") {\n";
-  os << R"cuda(  const int lane = threadIdx.x & 31;
+  os << R"cuda(  kiln_launch_dependents();
+  const int lane = threadIdx.x & 31;
   const int pair = blockIdx.x * ROWS + (threadIdx.x >> 5) / SPLIT_K;
   const bool active = pair < PAIRS;
   // SwiGLU: gate row `pair` and up row TASKS + pair; else columns 2 pair and

@@ -11,6 +11,8 @@
 // (gemmWritesResult): its GEMM adds the residual and rounds once, as this
 // kernel would. The LM head's `.last` variant is one block, for the step's
 // last real row: what sampling reads when the logits are not read back.
+// Everything it reads is an earlier kernel's: it waits for the previous
+// kernel (PDL) first.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -86,7 +88,9 @@ emitLinearEpilogue(Operation *op, const CodegenOptions &opts, bool lastRow) {
 // with LAST_ROW grid (1): row count - 1
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
      << k.entry << "(" << kernelParameters(k) << ") {\n";
-  os << R"cuda(  const long long row = LAST_ROW ? count[0] - 1 : blockIdx.x;
+  os << R"cuda(  kiln_launch_dependents();
+  const long long row = LAST_ROW ? count[0] - 1 : blockIdx.x;
+  kiln_wait_previous_grid(); // x, c and the residual are earlier kernels'
   if (row < 0 || row >= count[0])
     return; // padding: the whole block leaves together
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x + row * K, EPS);

@@ -125,7 +125,7 @@ __device__ __forceinline__ void kiln_tile_blocks(const int *table, int t0,
 #pragma unroll
   for (int u = 0; u < CPT; ++u) {
     const int i = threadIdx.x + u * THREADS, t = t0 + i / CH;
-    block[u] = i < BN * CH && t <= last ? table[t / BLOCK_SIZE] : 0;
+    block[u] = i < BN * CH && t <= last ? kiln_input(table + t / BLOCK_SIZE) : 0;
   }
 }
 
@@ -160,24 +160,28 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
      << k.entry << "(" << kernelParameters(k) << R"cuda() {
   alignas(16) __shared__ __half tile[SROWS][LD]; // keys [0, BN), values [BN, 2 BN)
   __half (*ks)[LD] = tile, (*vs)[LD] = tile + BN, (*qs)[LD] = tile + QROW;
+  kiln_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q4 = lane & 3; // the fragments' groupID, thread in group
-  const int n = count[0];
+  const int n = kiln_input(count);
   const int tok0 = (gridDim.x - 1 - blockIdx.x) * TOK; // the last tokens first
-  if (tok0 >= n)
-    return; // all padding: the whole block leaves together
+  if (tok0 >= n) { // all padding: the whole block leaves together
+    kiln_wait_previous_grid(); // even to leave (the prelude says why)
+    return;
+  }
   const int kvh = blockIdx.y / HS, slice = blockIdx.y % HS;
   const int h0 = kvh * GROUP + slice * GPC; // this block's first query head
   const int heads = min(GPC, GROUP - slice * GPC);
   const int tok_end = min(n, tok0 + TOK);
-  const int *table = block_table + (long long)seqs[0] * TABLE_BLOCKS;
+  const int *table = block_table + (long long)kiln_input(seqs) * TABLE_BLOCKS;
 
   // The block's first and last positions: keys 0 ..= last are visible to
   // some row, and keys up to first to every row.
   int first = 0x7fffffff, last = -1;
   for (int t = tok0 + lane; t < tok_end; t += 32) {
-    first = min(first, positions[t]);
-    last = max(last, positions[t]);
+    const int p = kiln_input(positions + t);
+    first = min(first, p);
+    last = max(last, p);
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -186,6 +190,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
   }
   int blocks[CPT], next[CPT]; // this tile's and the next one's pool blocks
   kiln_tile_blocks(table, 0, last, blocks);
+  // The host's inputs and the first tile's pages are read: from here on the
+  // queries and the pool, which the kernels before this one write.
+  kiln_wait_previous_grid();
   if (EARLY_K)
     kiln_copy_tile(ks, k_cache, kvh, 0, last, blocks);
 

@@ -128,6 +128,63 @@ __device__ __forceinline__ Raw kiln_stream_load(const Raw *p) {
 #endif
 }
 
+// Programmatic dependent launch (sm_90 on; docs/kernels.md, "PDL"). The
+// runtime launches a kernel whose code waits with the programmatic stream
+// serialization attribute: it may start while the kernel before it in the
+// stream still runs. Until kiln_wait_previous_grid returns, a thread may
+// read only what no kernel writes: weights, and the step's inputs that the
+// host copies before the step (tokens, positions, block tables, count,
+// sampling parameters); it must not store anything. The wait returns once
+// the previous grid has completed and its writes are visible. Every thread
+// waits before it leaves, too, so that a grid never completes before the
+// grid it depends on (the one after it relies on that).
+//
+// kiln_launch_dependents lets the next kernel's blocks be scheduled once
+// every block of this grid has called it or exited; it does not make any
+// write visible (the next kernel's wait does). Every kernel calls it first:
+// by the time it fires, all of this grid's blocks are resident, so the next
+// kernel's blocks only take the SM slots this grid's blocks free as they
+// finish, and there they issue their weight loads (and the launch's own
+// latency) under this grid's tail instead of after it. Later in the kernel
+// it would only shorten that overlap: no kiln kernel needs the SM to
+// itself once its last wave is resident.
+//
+// Both are griddepcontrol (PTX ISA 7.8, sm_90 on); SASS ACQBULK and
+// PREEXIT. Older targets and emu compile them to nothing (and the runtime
+// launches there without the attribute).
+__device__ __forceinline__ void kiln_wait_previous_grid() {
+#if !defined(KILN_CUDA_EMU_H) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void kiln_launch_dependents() {
+#if !defined(KILN_CUDA_EMU_H) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// An int of the host's step inputs (a row's sequence, a position, the
+// block table), read ahead of the wait for the previous kernel so that
+// what depends on it (sequence -> table entry -> key) runs under that
+// kernel's tail. ptxas moves plain loads (volatile ones too) after
+// ACQBULK, towards their use; a load with an L2 cache hint it leaves where
+// it is. The hint is evict_last: the tables are tiny and every layer's
+// attention reads them again. On emu, a plain load.
+__device__ __forceinline__ int kiln_input(const int *p) {
+#ifdef KILN_CUDA_EMU_H
+  return *p;
+#else
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  int v;
+  asm volatile("ld.global.nc.L2::cache_hint.s32 %0, [%1], %2;"
+               : "=r"(v)
+               : "l"(p), "l"(policy));
+  return v;
+#endif
+}
+
 // acc + the dot product of two chunks, in fp32.
 template <int VEC, class Raw>
 __device__ __forceinline__ float kiln_chunk_dot(const Raw &w, const Raw &x,
@@ -175,7 +232,8 @@ constexpr int kiln_gemv_min_blocks =
 // step's first multiply. x is staged once per block in shared memory
 // (window by window when longer than KILN_STAGE_BYTES, zero past K), so the
 // steady-state loop's global loads are all W's bytes. The first step's
-// loads of W go out at kernel start, before the staging and its barrier;
+// loads of W go out at kernel start, before the staging and its barrier
+// (and before kiln_wait_previous_grid: the previous kernel writes x);
 // the RMSNorm's sum of squares (NORM) is taken from the staged x on the
 // way and reduced across warps at that same barrier. The next step's
 // loads go out as soon as a step's multiplies have read its registers.
@@ -225,6 +283,7 @@ __device__ __forceinline__ float2 kiln_gemv_pair(const __half *x,
   int step = begin; // the first chunk of this warp's current step
   if (step < end)
     load();
+  kiln_wait_previous_grid(); // x is the previous kernel's; W was not
   float ss = 0.0f, dot_a = 0.0f, dot_b = 0.0f;
 #pragma unroll 1
   for (int w0 = 0; w0 < NWIN * WIN; w0 += WIN) {

@@ -46,14 +46,23 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
 // grid (S), block (THREADS): a block per token, a thread per task
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
              k.entry + "(" + kernelParameters(k) + R"cuda() {
+  kiln_launch_dependents();
   const long long row = blockIdx.x;
-  if (row >= count[0])
+  const bool real = row < count[0];
+  // The token's slot (from the host's inputs) is read before the wait for
+  // the previous kernel; x, c and the pool after it.
+  int pos = 0;
+  long long slot = 0;
+  if (real) {
+    pos = positions[row];
+    const int *table = block_table + (long long)seqs[row] * TABLE_BLOCKS;
+    slot = kiln_slot(table, pos, BLOCK_SIZE) * KVW;
+  }
+  kiln_wait_previous_grid();
+  if (!real)
     return; // padding: the whole block leaves together
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x + row * K, EPS);
   const float *c_row = c + row * N;
-  const int pos = positions[row];
-  const int *table = block_table + (long long)seqs[row] * TABLE_BLOCKS;
-  const long long slot = kiln_slot(table, pos, BLOCK_SIZE) * KVW;
   auto value = [&](int col) { return scale * c_row[col]; };
   for (int task = threadIdx.x; task < TASKS; task += THREADS)
     kiln_qkv_task(task, pos, slot, value, true, q + row * QW, k_cache,

@@ -169,13 +169,15 @@ constexpr int THREADS = 32 * WARPS * SPLIT_K;
 extern "C" __global__ void __launch_bounds__(
     THREADS, kiln_gemv_min_blocks<THREADS, UNROLL>) )cuda" +
              k.entry + "(" + kernelParameters(k) + R"cuda() {
+  kiln_launch_dependents();
   const int lane = threadIdx.x & 31;
   const int pair = blockIdx.x * WARPS + (threadIdx.x >> 5) / SPLIT_K;
   const bool active = pair < PAIRS;
   int task_a = 0, task_b = -1, col_a = 0, col_b = 0;
   if (active)
     kiln_qkv_pair(pair, task_a, task_b, col_a, col_b);
-  // The token's slot is read while W streams in, not after.
+  // The token's slot is read while W streams in, not after (the host's
+  // inputs: before kiln_gemv_pair's wait for the previous kernel).
   const int pos = positions[0];
   const int *table = block_table + (long long)seqs[0] * TABLE_BLOCKS;
   const long long slot = kiln_slot(table, pos, BLOCK_SIZE) * KVW;

@@ -19,7 +19,8 @@
 // Thresholds are found exactly, without sorting, by a descent over the 32
 // bits of an order-preserving key of the logits: each bit is one block-wide
 // count (top-k) or mass (top-p). Every sum runs in a fixed order, so a seed
-// gives the same tokens on every run.
+// gives the same tokens on every run. It waits for the previous kernel
+// (PDL) first: all it reads but the host's inputs is earlier kernels'.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -83,7 +84,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
              k.entry + "(" + kernelParameters(k) + R"cuda() {
   __shared__ unsigned long long best[THREADS];
   __shared__ float scratch[32], chunk_mass[THREADS];
+  kiln_launch_dependents();
   const int b = blockIdx.x, n = count[0];
+  kiln_wait_previous_grid(); // the logits and the history are earlier kernels'
   if (b >= n)
     return; // a padding row of a batch
   // A prefill's tokens are rows 0 .. n-1 and it samples the last; a

@@ -12,7 +12,8 @@
 // on is what `kiln tune`'s prefill.gemm family measures. For a matmul whose
 // epilogue is only the residual (gemmWritesResult) it writes the result
 // itself, sum + residual rounded once, as cuBLASLt does with beta 1; the
-// LM head's `.last` variant computes the step's last real row only.
+// LM head's `.last` variant computes the step's last real row only. It
+// waits for the previous kernel (PDL) before its loop.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -75,11 +76,16 @@ emitSmallGemm(Operation *op, const CodegenOptions &opts, bool lastRow) {
 // (ceil(N / WARPS)): row count - 1
 extern "C" __global__ void __launch_bounds__(32 * WARPS) )cuda"
      << k.entry << "(" << kernelParameters(k) << R"cuda() {
+  kiln_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int col = blockIdx.x * WARPS + warp;
   const long long row0 =
       LAST_ROW ? count[0] - 1 : (long long)blockIdx.y * TILE;
   const int rows = (int)min((long long)TILE, count[0] - row0);
+  // x (and the residual) are earlier kernels'. W's loads are not issued
+  // ahead of the wait: the loop issues them with x's, and a chunk loaded
+  // before it changed ptxas' unrolling (more registers, fewer warps).
+  kiln_wait_previous_grid();
   if (col >= N || rows <= 0 || row0 < 0)
     return; // past the last column, or padding: the warp leaves together
   const __half *w_row = w + (long long)col * K;

@@ -131,6 +131,8 @@ int resultWidth(const Instruction &in) {
     return std::max(in.accessBytes() / 4, 1);
   if (base == "HMMA" || base == "IMMA")
     return 4; // the widest accumulator fragment: never miss a use
+  if (base == "CS2R") // a 64-bit special register (CS2R R2, SRZ: R2 and R3)
+    return in.hasModifier("32") ? 1 : 2;
   if (in.hasModifier("WIDE") || isDouble(base) || in.hasModifier("F64"))
     return 2;
   return 1;
@@ -404,14 +406,88 @@ std::vector<uint64_t> addressOrigins(const Function &f, int paramBase) {
   return loads;
 }
 
+GridWait gridWait(const Function &f, const std::vector<uint64_t> &origins,
+                  uint64_t weights, uint64_t inputs) {
+  const size_t n = f.code.size();
+  std::map<int64_t, size_t> at; // address -> index
+  for (size_t i = 0; i < n; ++i)
+    at[f.code[i].address] = i;
+  // Successors: the next instruction unless an unpredicated EXIT, RET or
+  // BRA ends the path; a branch's (or call's) target. A BRA with a
+  // condition among its operands (BRA.U !UP0, 0x...; BRA.DIV UR4, 0x...)
+  // may fall through.
+  std::vector<llvm::SmallVector<size_t, 2>> next(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Instruction &in = f.code[i];
+    StringRef b = in.base();
+    bool ends =
+        in.predicate.empty() &&
+        (b == "EXIT" || b == "RET" || (b == "BRA" && in.operands.size() == 1) ||
+         b == "BRX" || b == "JMX" || b == "JMP");
+    if (!ends && i + 1 < n)
+      next[i].push_back(i + 1);
+    if ((b == "BRA" || b == "CALL" || b == "JMP") && !in.operands.empty()) {
+      int64_t target = 0;
+      StringRef t = StringRef(in.operands.back()).trim();
+      if (!t.getAsInteger(0, target) && at.count(target))
+        next[i].push_back(at[target]);
+    }
+  }
+  // Waited[i]: every path from the entry to i has passed a wait (a must
+  // analysis: start from "all waited", the entry not).
+  std::vector<char> waited(n, 1), reached(n, 0);
+  std::vector<size_t> work;
+  if (n) {
+    waited[0] = 0;
+    reached[0] = 1;
+    work.push_back(0);
+  }
+  while (!work.empty()) {
+    size_t i = work.back();
+    work.pop_back();
+    const Instruction &in = f.code[i];
+    bool out = waited[i] || (in.base() == "ACQBULK" && in.predicate.empty());
+    for (size_t s : next[i]) {
+      bool w = waited[s] && out;
+      if (!reached[s] || w != bool(waited[s])) {
+        reached[s] = 1;
+        waited[s] = w;
+        work.push_back(s);
+      }
+    }
+  }
+  GridWait g;
+  for (size_t i = 0; i < n; ++i) {
+    if (!reached[i] || waited[i])
+      continue;
+    const Instruction &in = f.code[i];
+    StringRef b = in.base();
+    if (b == "STG" || b == "ST" || b == "RED" || b == "REDG" || b == "ATOM" ||
+        b == "ATOMG") {
+      ++g.unwaitedStores;
+      continue;
+    }
+    if (!in.isGlobalLoad())
+      continue;
+    uint64_t from = i < origins.size() ? origins[i] : 0;
+    if (from == 0 || (from & ~(weights | inputs)))
+      ++g.unwaitedLoads;
+    else if (from & weights)
+      ++g.weightLoads;
+    else
+      ++g.inputLoads;
+  }
+  return g;
+}
+
 std::map<std::string, int>
 instructionMix(const std::vector<Function> &functions) {
   std::map<std::string, int> mix;
   for (const char *k :
-       {"HMMA",    "LDGSTS",  "LDSM",  "LDG.8",  "LDG.16", "LDG.32",
-        "LDG.64",  "LDG.128", "LDS.8", "LDS.16", "LDS.32", "LDS.64",
-        "LDS.128", "STG",     "STS",   "FFMA",   "HFMA2",  "BAR",
-        "LDL",     "STL",     "SHFL",  "total"})
+       {"HMMA",    "LDGSTS",  "LDSM",  "LDG.8",   "LDG.16",  "LDG.32",
+        "LDG.64",  "LDG.128", "LDS.8", "LDS.16",  "LDS.32",  "LDS.64",
+        "LDS.128", "STG",     "STS",   "FFMA",    "HFMA2",   "BAR",
+        "LDL",     "STL",     "SHFL",  "ACQBULK", "PREEXIT", "total"})
     mix[k] = 0;
   for (const Function &f : functions)
     for (const Instruction &in : f.code) {
@@ -777,11 +853,25 @@ absl::StatusOr<KernelAudit> auditKernel(const Bundle &bundle, int index,
     a.warpsPerSm = a.blocksPerSmLimit * int((a.threads + 31) / 32);
     a.residentBlocksPerSm = std::min<double>(
         a.blocksPerSmLimit, double(a.gridBlocks) / double(sm->sms));
+    // Parameters that are weights, and the host's step inputs (copied
+    // before a step's kernels: nothing in the step writes them).
+    uint64_t weights = 0, inputs = 0;
+    for (size_t i = 0; i < launch->args.size() && i < 64; ++i) {
+      Region r = launch->args[i].region;
+      if (r == Region::Weight)
+        weights |= uint64_t(1) << i;
+      if (r == Region::Tokens || r == Region::Positions ||
+          r == Region::BlockTable || r == Region::RowSequence ||
+          r == Region::Count || r == Region::Sampling)
+        inputs |= uint64_t(1) << i;
+    }
+    for (const Function &f : *functions)
+      if (f.name == k.entry) {
+        a.gridWait =
+            gridWait(f, addressOrigins(f, sm->paramBase), weights, inputs);
+        break;
+      }
     if (a.loop) {
-      uint64_t weights = 0;
-      for (size_t i = 0; i < launch->args.size() && i < 64; ++i)
-        if (launch->args[i].region == Region::Weight)
-          weights |= uint64_t(1) << i;
       const Function &f = (*functions)[a.loop->function];
       std::vector<uint64_t> origins = addressOrigins(f, sm->paramBase);
       for (int i : a.loop->inFlight)
@@ -857,6 +947,10 @@ std::optional<double> metric(const KernelAudit &a, StringRef name) {
       {"kb_in_flight", a.inFlightBytesPerSm / 1024},
       {"weight_kb_in_flight", a.weightInFlightBytesPerSm / 1024},
       {"kb_loop_bound", a.loopBytesPerSm / 1024},
+      {"weight_loads_before_wait", a.gridWait.weightLoads},
+      {"input_loads_before_wait", a.gridWait.inputLoads},
+      {"unwaited_loads", a.gridWait.unwaitedLoads},
+      {"unwaited_stores", a.gridWait.unwaitedStores},
   };
   for (auto [key, value] : figures)
     if (name == key)
@@ -929,7 +1023,8 @@ std::string formatJson(const std::vector<KernelAudit> &audits) {
          {"regs", "spill_bytes", "stack_bytes", "shared_bytes", "threads",
           "grid_blocks", "blocks_per_sm", "warps_per_sm",
           "resident_blocks_per_sm", "weight_bytes_in_flight", "kb_in_flight",
-          "weight_kb_in_flight", "kb_loop_bound"})
+          "weight_kb_in_flight", "kb_loop_bound", "weight_loads_before_wait",
+          "input_loads_before_wait", "unwaited_loads", "unwaited_stores"})
       o[k] = *metric(a, k);
     o["LDL"] = a.ldl;
     o["STL"] = a.stl;

@@ -98,10 +98,29 @@ std::optional<Loop> steadyState(const std::vector<Function> &functions);
 /// from memory starts afresh (a block table's entry is not its table).
 std::vector<uint64_t> addressOrigins(const Function &f, int paramBase);
 
+/// Programmatic dependent launch (docs/kernels.md): where a kernel's global
+/// memory accesses stand to its wait for the previous grid (ACQBULK, PTX
+/// griddepcontrol.wait). The counts are of instructions that some path
+/// from the kernel's entry reaches without passing an (unpredicated)
+/// ACQBULK, by what their address comes from (addressOrigins): a weight,
+/// only the host's step inputs, or anything else (an activation, the KV
+/// pool, scratch: what an earlier kernel writes, or an address from memory).
+struct GridWait {
+  int weightLoads = 0, inputLoads = 0; // may come before the wait
+  int unwaitedLoads = 0;               // must not: the rest
+  int unwaitedStores = 0; // global stores, reductions and atomics: none may
+};
+/// `weights` and `inputs`: the parameters (bit i: parameter i) that are
+/// weights and the host's inputs. Branches are followed (BRA, CALL, EXIT,
+/// RET; a predicated one may fall through).
+GridWait gridWait(const Function &f, const std::vector<uint64_t> &origins,
+                  uint64_t weights, uint64_t inputs);
+
 /// Static counts of the instructions the audit reports, by category:
 /// "HMMA", "LDGSTS", "LDSM", "LDG.8", "LDG.16", "LDG.32", "LDG.64",
 /// "LDG.128", "LDS.8" ... "LDS.128", "STG", "STS", "FFMA", "HFMA2", "BAR",
-/// "LDL", "STL", "SHFL", and "total". Static: each instruction once,
+/// "LDL", "STL", "SHFL", "ACQBULK", "PREEXIT" (griddepcontrol.wait and
+/// .launch_dependents), and "total". Static: each instruction once,
 /// whether it runs once or in a loop.
 std::map<std::string, int>
 instructionMix(const std::vector<Function> &functions);
@@ -192,6 +211,7 @@ struct KernelAudit {
   /// Of the loop's bytesInFlight, those whose address comes from a weight
   /// parameter (per thread and iteration).
   int64_t weightBytesInFlight = 0;
+  GridWait gridWait; // of its launch's parameters (launched kernels)
   /// Bytes in flight per SM: the loop's bytesInFlight (and its weight
   /// bytes) x threads x resident blocks, and the upper bound (every load
   /// byte of the loop body).

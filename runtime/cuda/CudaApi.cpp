@@ -41,6 +41,9 @@ absl::StatusOr<const CudaDriver *> CudaDriver::get() {
         "cuda device: the CUDA driver has no " symbol);
     KILN_CUDA_DRIVER_FUNCTIONS(KILN_LOOKUP)
 #undef KILN_LOOKUP
+#define KILN_LOOKUP(member, type, symbol) lookUp(*lib, d.member, symbol);
+    KILN_CUDA_DRIVER_OPTIONAL_FUNCTIONS(KILN_LOOKUP)
+#undef KILN_LOOKUP
     return &d;
   }();
   return driver;

@@ -66,10 +66,49 @@ namespace kiln {
   X(getErrorString, cuGetErrorString, "cuGetErrorString")                      \
   X(getErrorName, cuGetErrorName, "cuGetErrorName")
 
+/// cuLaunchKernelEx's configuration as kiln passes it: cuda.h's
+/// CUlaunchAttribute and CUlaunchConfig (CUDA 12.0 on), restated so that the
+/// runtime builds against a cuda.h without them and runs on a driver
+/// without the function. test/unit/CudaApiTest.cpp holds every size,
+/// alignment, offset and the enum value to the toolkit's cuda.h.
+struct KilnLaunchAttribute {
+  int id; // CUlaunchAttributeID
+  char pad[4];
+  union alignas(8) Value { // CUlaunchAttributeValue: 64 bytes
+    char bytes[64];
+    int programmaticStreamSerializationAllowed;
+  } value;
+};
+struct KilnLaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  CUstream hStream;
+  KilnLaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+/// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: with the value 1,
+/// the kernel may start before the previous kernel of the stream has
+/// finished (programmatic dependent launch; it waits itself, with
+/// griddepcontrol.wait).
+constexpr int kLaunchAttributeProgrammaticStreamSerialization = 6;
+/// cuLaunchKernelEx(config, f, kernelParams, extra).
+using KilnLaunchKernelEx = CUresult (*)(const KilnLaunchConfig *, CUfunction,
+                                        void **, void **);
+
+// Driver functions kiln calls only when the driver has them (a bundle may
+// run on an older driver): (member, kiln's type, symbol); null when
+// missing, and what needs them is off.
+#define KILN_CUDA_DRIVER_OPTIONAL_FUNCTIONS(X)                                 \
+  X(launchKernelEx, KilnLaunchKernelEx, "cuLaunchKernelEx")
+
 /// The driver's functions, from libcuda.so.1.
 struct CudaDriver {
 #define KILN_MEMBER(member, function, symbol) decltype(&::function) member;
   KILN_CUDA_DRIVER_FUNCTIONS(KILN_MEMBER)
+#undef KILN_MEMBER
+#define KILN_MEMBER(member, type, symbol) type member = nullptr;
+  KILN_CUDA_DRIVER_OPTIONAL_FUNCTIONS(KILN_MEMBER)
 #undef KILN_MEMBER
 
   /// Opened once per process; fails naming the library or the symbol.

@@ -84,6 +84,15 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
   }
   dev->driverVersion_ = gpu->driver;
   dev->bundleNvrtc_ = nvrtc.empty() ? "unknown" : nvrtc;
+  int major = 0, version = 0;
+  cu_->deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                          dev->gpu_);
+  cu_->driverGetVersion(&version);
+  PdlChoice pdl = choosePdl(std::getenv("KILN_CUDA_PDL"), major, version,
+                            cu_->launchKernelEx != nullptr);
+  dev->pdl_ = pdl.on;
+  if (!pdl.why.empty())
+    dev->reportPdlOff(pdl.why);
   if (absl::Status s = dev->loadKernels(cubin, ptx); !s.ok())
     return s;
   if (absl::Status s = dev->allocate(weights); !s.ok())
@@ -159,14 +168,46 @@ int targetNumber(const std::string &target) {
 }
 } // namespace
 
+bool ptxWaitsForPreviousGrid(const std::string &ptx) {
+  return ptx.find("griddepcontrol.wait") != std::string::npos;
+}
+
+PdlChoice choosePdl(const char *env, int computeMajor, int driverVersion,
+                    bool hasLaunchKernelEx) {
+  if (env && std::string(env) == "0")
+    return {}; // asked for
+  if (computeMajor < 9)
+    return {}; // PDL begins with sm_90: nothing to say
+  auto off = [&](const std::string &why) {
+    return PdlChoice{
+        false, absl::StrCat("programmatic dependent launch is off: ", why,
+                            "; each kernel starts after the one before it "
+                            "(KILN_CUDA_PDL=0 turns it off without this "
+                            "line)")};
+  };
+  if (!hasLaunchKernelEx)
+    return off("the CUDA driver has no cuLaunchKernelEx (CUDA 12.0)");
+  // Decode plans are CUDA graphs: stream capture keeps the attribute as a
+  // programmatic edge from CUDA 12.3 on.
+  if (driverVersion < 12030)
+    return off(absl::StrCat("the driver supports CUDA ", driverVersion / 1000,
+                            ".", driverVersion % 1000 / 10,
+                            ", CUDA graphs keep it from 12.3 on"));
+  return {true, ""};
+}
+
 std::vector<KernelImage> kernelImages(const std::string &kernel,
                                       const KernelBinaries &cubin,
                                       const KernelBinaries &ptx,
                                       const std::string &target) {
   std::vector<KernelImage> images;
   if (auto c = cubin.find(kernel); c != cubin.end())
-    if (auto t = c->second.find(target); t != c->second.end())
-      images.push_back({"CUBIN for " + target, t->second});
+    if (auto t = c->second.find(target); t != c->second.end()) {
+      images.push_back({"CUBIN for " + target, t->second, ""});
+      if (auto p = ptx.find(kernel); p != ptx.end())
+        if (auto same = p->second.find(target); same != p->second.end())
+          images.back().ptx = same->second;
+    }
   if (auto p = ptx.find(kernel); p != ptx.end()) {
     int mine = targetNumber(target), best = -1;
     const std::string *text = nullptr;
@@ -178,7 +219,7 @@ std::vector<KernelImage> kernelImages(const std::string &kernel,
       }
     }
     if (text)
-      images.push_back({absl::StrCat("PTX for sm_", best), *text});
+      images.push_back({absl::StrCat("PTX for sm_", best), *text, *text});
   }
   return images;
 }
@@ -194,13 +235,15 @@ absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
     std::vector<KernelImage> images = kernelImages(k.name, cubin, ptx, target_);
     std::string refused; // what each refused image was refused for
     CUmodule module = nullptr;
-    for (auto &[what, image] : images) {
+    bool waits = false; // the loaded code waits for the previous grid
+    for (auto &[what, image, fromPtx] : images) {
       image.push_back('\0'); // PTX must end with a NUL for cuModuleLoadData
       if (absl::Status s = cu_->check(
               cu_->moduleLoadData(&module, image.data()), "cuModuleLoadData");
-          s.ok())
+          s.ok()) {
+        waits = ptxWaitsForPreviousGrid(fromPtx);
         break;
-      else
+      } else
         absl::StrAppend(&refused, refused.empty() ? "" : "; ", what, ": ",
                         s.message());
       module = nullptr;
@@ -217,6 +260,7 @@ absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
           module = nullptr;
           why = absl::StrCat("NVRTC's CUBIN from here: ", s.message());
         }
+        waits = ptxWaitsForPreviousGrid(compiled->ptx);
       } else {
         why = absl::StrCat("NVRTC here: ", compiled.status().message());
       }
@@ -231,6 +275,7 @@ absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
     if (!refused.empty() && fellBack++ == 0)
       firstWhy = absl::StrCat(k.name, ": ", refused);
     modules_.push_back(module);
+    waits_.push_back(waits);
     CUfunction function;
     KILN_CU(moduleGetFunction(&function, module, k.entry.c_str()));
     functions_.push_back(function);
@@ -428,16 +473,38 @@ absl::StatusOr<CUgraphExec>
 CudaDevice::capture(const std::vector<Launch> &launches) {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
+  // The PDL attribute is kept in the graph as a programmatic edge (CUDA
+  // 12.3 on, choosePdl).
+  bool withPdl = pdl_ && pdlInGraphs_;
   KILN_CU(streamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  capturing_ = true;
   absl::Status launched = launch(launches);
+  capturing_ = false;
   CUresult ended = cu_->streamEndCapture(stream_, &graph);
   if (graph)
     graphSources_.push_back(graph);
-  if (!launched.ok())
-    return launched;
-  if (absl::Status s = cu_->check(ended, "cuStreamEndCapture"); !s.ok())
+  absl::Status s = launched;
+  if (s.ok())
+    s = cu_->check(ended, "cuStreamEndCapture");
+  if (s.ok()) {
+    if (CUresult r = cu_->graphInstantiate(&exec, graph, 0); r != CUDA_SUCCESS)
+      s = cu_->check(r, "cuGraphInstantiateWithFlags");
+  }
+  if (!s.ok() && withPdl) {
+    // Once more without PDL in graphs (eager launches keep it).
+    pdlInGraphs_ = false;
+    auto again = capture(launches);
+    if (again.ok())
+      reportPdlOff(absl::StrCat(
+          "programmatic dependent launch is off in CUDA graphs: a decode "
+          "plan's capture with it failed (",
+          s.message(), "); a graph's kernels start after the one before"));
+    else
+      pdlInGraphs_ = true; // not PDL's fault: the next plan tries with it
+    return again;
+  }
+  if (!s.ok())
     return s;
-  KILN_CU(graphInstantiate(&exec, graph, 0));
   return exec;
 }
 
@@ -590,11 +657,50 @@ absl::Status CudaDevice::enqueue(const Launch &l) {
   std::vector<void *> params;
   for (CUdeviceptr &a : args)
     params.push_back(&a);
-  KILN_CU(launchKernel(functions_[l.kernel], unsigned(l.grid[0]),
-                       unsigned(l.grid[1]), unsigned(l.grid[2]),
-                       unsigned(l.blockThreads), 1, 1, 0, stream_,
-                       params.data(), nullptr));
+  return launchKernel(l, params.data());
+}
+
+absl::Status CudaDevice::launchKernel(const Launch &l, void **params) {
+  CUfunction f = functions_[l.kernel];
+  const unsigned gx = unsigned(l.grid[0]), gy = unsigned(l.grid[1]),
+                 gz = unsigned(l.grid[2]), threads = unsigned(l.blockThreads);
+  // Not in a timed step: each launch's own time is measured between two
+  // events, without overlap.
+  if (pdl_ && waits_[l.kernel] && (pdlInGraphs_ || !capturing_) && !timing_) {
+    // May start while the kernel before it in the stream (kiln's, or a
+    // cuBLAS GEMM's) still runs: it waits for it itself (griddepcontrol.
+    // wait) before it reads what that kernel wrote.
+    KilnLaunchAttribute attr = {};
+    attr.id = kLaunchAttributeProgrammaticStreamSerialization;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    KilnLaunchConfig config = {gx, gy, gz, threads, 1, 1, 0, stream_, &attr, 1};
+    CUresult r = cu_->launchKernelEx(&config, f, params, nullptr);
+    if (r == CUDA_SUCCESS)
+      return absl::OkStatus();
+    // The same launch without the attribute: when it goes, the attribute
+    // was what the driver refused (else the error is another's, e.g. an
+    // earlier kernel's fault, and is returned).
+    KILN_CU(launchKernel(f, gx, gy, gz, threads, 1, 1, 0, stream_, params,
+                         nullptr));
+    pdl_ = false;
+    const char *name = nullptr;
+    cu_->getErrorName(r, &name);
+    reportPdlOff(absl::StrCat(
+        "programmatic dependent launch is off: cuLaunchKernelEx refused it (",
+        name ? name : std::to_string(r), ", at ", l.name,
+        "); each kernel starts after the one before it"));
+    return absl::OkStatus();
+  }
+  KILN_CU(
+      launchKernel(f, gx, gy, gz, threads, 1, 1, 0, stream_, params, nullptr));
   return absl::OkStatus();
+}
+
+void CudaDevice::reportPdlOff(const std::string &why) {
+  if (pdlReported_)
+    return;
+  pdlReported_ = true;
+  std::fprintf(stderr, "kiln: cuda device: %s\n", why.c_str());
 }
 
 absl::Status CudaDevice::launchTimed(const std::vector<Launch> &launches) {

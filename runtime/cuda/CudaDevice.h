@@ -17,10 +17,31 @@ using KernelBinaries =
     std::map<std::string, std::map<std::string, std::string>>;
 
 /// A kernel's code as the driver is offered it: "CUBIN for sm_90" or "PTX
-/// for sm_80", and its bytes.
+/// for sm_80", and its bytes; and the PTX it was made from (a CUBIN's, of
+/// the same compile, when the bundle has it; a PTX image's own text),
+/// which says whether the code waits for the previous kernel.
 struct KernelImage {
-  std::string what, bytes;
+  std::string what, bytes, ptx;
 };
+
+/// Whether a kernel's PTX waits for the previous grid (griddepcontrol.wait,
+/// codegen's kiln_wait_previous_grid): only such a kernel may be launched
+/// with programmatic dependent launch. Code for a target before sm_90, a
+/// bundle of an older kiln, a template without the wait: launched plainly.
+bool ptxWaitsForPreviousGrid(const std::string &ptx);
+
+/// Whether the cuda device launches kernels with programmatic dependent
+/// launch (docs/kernels.md, "Programmatic dependent launch"), and when not,
+/// a line saying why for the user (empty when there is nothing to report:
+/// KILN_CUDA_PDL=0, or a GPU before sm_90, where it does not exist).
+/// `env`: $KILN_CUDA_PDL (null when unset); `driverVersion`: the CUDA
+/// version the driver supports (cuDriverGetVersion: 12030 for 12.3).
+struct PdlChoice {
+  bool on = false;
+  std::string why;
+};
+PdlChoice choosePdl(const char *env, int computeMajor, int driverVersion,
+                    bool hasLaunchKernelEx);
 
 /// What the cuda device offers the driver for `kernel` on `target`, in
 /// order: the CUBIN for the target, then the PTX of the newest target no
@@ -85,6 +106,13 @@ private:
   /// Enqueues `l` (and with KILN_CUDA_SYNC=1 waits for it); errors name it.
   absl::Status launchOne(const Launch &l);
   absl::Status enqueue(const Launch &l);
+  /// A kernel launch: with the PDL attribute when pdl_ (and the kernel
+  /// waits; not in a timed step, nor in a capture after pdlInGraphs_ went
+  /// off), else plain. A driver that refuses the attribute gets the plain
+  /// launch, and PDL is off from then on (said once).
+  absl::Status launchKernel(const Launch &l, void **params);
+  /// Says once on stderr that PDL is off, and why.
+  void reportPdlOff(const std::string &why);
   /// `r` of a call that waits for the step; its error names the plan.
   absl::Status stepFinished(CUresult r, const char *call) const;
   /// Each launch between two events; their times into timing_.
@@ -131,6 +159,12 @@ private:
   std::vector<CUgraph> graphSources_;
   bool useGraphs_ = true; // KILN_CUDA_GRAPHS=0: off
   bool sync_ = false;     // KILN_CUDA_SYNC=1: wait after each launch
+  // Programmatic dependent launch (choosePdl): kernels whose code waits
+  // (waits_, by kernel index) launch with the attribute, eagerly and in
+  // captured graphs (pdlInGraphs_: off after a capture with it failed).
+  bool pdl_ = false, pdlInGraphs_ = true, capturing_ = false;
+  bool pdlReported_ = false;
+  std::vector<bool> waits_;
   const std::vector<Launch> *plan_ = nullptr; // the plan being run
   std::string driverVersion_, bundleNvrtc_;   // "12.4", "13.0"
   std::vector<CUevent> events_; // launchTimed's, made on first use

@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <dlfcn.h>
+#include <type_traits>
 
 namespace kiln {
 namespace {
@@ -24,7 +26,59 @@ TEST(CudaApi, EveryDriverSymbolIsInTheToolkitsDriverStub) {
   KILN_CUDA_DRIVER_FUNCTIONS(KILN_CHECK)
 #undef KILN_CHECK
   EXPECT_GT(found, 30);
+  // Those kiln calls when a driver has them: today's has them all.
+#define KILN_CHECK(member, type, symbol)                                       \
+  EXPECT_NE(dlsym(lib, symbol), nullptr) << symbol;
+  KILN_CUDA_DRIVER_OPTIONAL_FUNCTIONS(KILN_CHECK)
+#undef KILN_CHECK
   dlclose(lib);
+}
+
+// kiln restates cuLaunchKernelEx's configuration (CudaApi.h) so that the
+// runtime needs no cuda.h of CUDA 12 to build: every byte of it must be
+// where the toolkit's cuda.h puts it, or the driver reads another launch.
+TEST(CudaApi, KilnsLaunchConfigurationIsCudaHs) {
+  static_assert(CUDA_VERSION >= 12000, "this test reads CUDA 12's cuda.h");
+  EXPECT_EQ(kLaunchAttributeProgrammaticStreamSerialization,
+            int(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION));
+  EXPECT_EQ(sizeof(CUlaunchAttributeID), sizeof(int));
+  EXPECT_EQ(sizeof(KilnLaunchAttribute), sizeof(CUlaunchAttribute));
+  EXPECT_EQ(alignof(KilnLaunchAttribute), alignof(CUlaunchAttribute));
+  EXPECT_EQ(offsetof(KilnLaunchAttribute, id), offsetof(CUlaunchAttribute, id));
+  EXPECT_EQ(offsetof(KilnLaunchAttribute, value),
+            offsetof(CUlaunchAttribute, value));
+  EXPECT_EQ(sizeof(KilnLaunchAttribute::Value), sizeof(CUlaunchAttributeValue));
+  EXPECT_EQ(alignof(KilnLaunchAttribute::Value),
+            alignof(CUlaunchAttributeValue));
+  EXPECT_EQ(offsetof(KilnLaunchAttribute,
+                     value.programmaticStreamSerializationAllowed),
+            offsetof(CUlaunchAttribute,
+                     value.programmaticStreamSerializationAllowed));
+  EXPECT_TRUE(
+      (std::is_same_v<decltype(CUlaunchAttributeValue{}
+                                   .programmaticStreamSerializationAllowed),
+                      decltype(KilnLaunchAttribute::Value{}
+                                   .programmaticStreamSerializationAllowed)>));
+
+  EXPECT_EQ(sizeof(KilnLaunchConfig), sizeof(CUlaunchConfig));
+  EXPECT_EQ(alignof(KilnLaunchConfig), alignof(CUlaunchConfig));
+#define KILN_FIELD(f)                                                          \
+  EXPECT_EQ(offsetof(KilnLaunchConfig, f), offsetof(CUlaunchConfig, f)) << #f;
+  KILN_FIELD(gridDimX)
+  KILN_FIELD(gridDimY)
+  KILN_FIELD(gridDimZ)
+  KILN_FIELD(blockDimX)
+  KILN_FIELD(blockDimY)
+  KILN_FIELD(blockDimZ)
+  KILN_FIELD(sharedMemBytes)
+  KILN_FIELD(hStream)
+  KILN_FIELD(attrs)
+  KILN_FIELD(numAttrs)
+#undef KILN_FIELD
+  // The function: cuda.h's declaration with kiln's structure in its place.
+  EXPECT_TRUE((std::is_same_v<decltype(&::cuLaunchKernelEx),
+                              CUresult (*)(const CUlaunchConfig *, CUfunction,
+                                           void **, void **)>));
 }
 
 TEST(CudaApi, CublasAndCublasLtHaveEveryFunctionKilnCalls) {

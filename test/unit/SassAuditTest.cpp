@@ -76,6 +76,9 @@ TEST(SassAudit, RegistersReadAndWritten) {
   Instruction shfl = one("/*0010*/ SHFL.BFLY PT, R5, R4, 0x10, 0x1f ;");
   EXPECT_EQ(shfl.writes(), V{5});
   EXPECT_EQ(shfl.reads(), V{4});
+  // CS2R moves a 64-bit special register: both halves are written.
+  EXPECT_EQ(one("/*0010*/ CS2R R2, SRZ ;").writes(), (V{2, 3}));
+  EXPECT_EQ(one("/*0010*/ CS2R.32 R2, SR_CLOCKLO ;").writes(), V{2});
   Instruction wide = one("/*0010*/ IMAD.WIDE R4, R17, 0x2, R14 ;");
   EXPECT_EQ(wide.writes(), (V{4, 5}));
   EXPECT_EQ(wide.reads(), (V{17, 14, 15}));
@@ -232,6 +235,8 @@ TEST(SassAudit, InstructionMix) {
         /*0090*/                   STL [R1], R2 ;
         /*00a0*/                   LDL R2, [R1] ;
         /*00b0*/                   SHFL.BFLY PT, R5, R4, 0x10, 0x1f ;
+        /*00c0*/                   PREEXIT ;
+        /*00d0*/                   ACQBULK ;
 )sass"));
   EXPECT_EQ(mix["LDG.128"], 1);
   EXPECT_EQ(mix["LDG.64"], 1);
@@ -246,7 +251,87 @@ TEST(SassAudit, InstructionMix) {
   EXPECT_EQ(mix["STL"], 1);
   EXPECT_EQ(mix["LDL"], 1);
   EXPECT_EQ(mix["SHFL"], 1);
-  EXPECT_EQ(mix["total"], 12);
+  EXPECT_EQ(mix["PREEXIT"], 1);
+  EXPECT_EQ(mix["ACQBULK"], 1);
+  EXPECT_EQ(mix["total"], 14);
+}
+
+// Programmatic dependent launch: what a kernel reads and writes on a path
+// that has not passed its wait for the previous grid (ACQBULK). Parameters
+// (sm_90, from c[0x0][0x210]): 0 x (an activation), 1 w (a weight), 2
+// positions (the host's), 3 out.
+TEST(SassAudit, WhatRunsBeforeTheWaitForThePreviousGrid) {
+  auto kernel = [](const std::string &skip, const std::string &wait) {
+    return parse(R"sass(
+		Function : k
+        /*0000*/                   PREEXIT ;
+        /*0010*/                   LDC.64 R2, c[0x0][0x218] ;
+        /*0020*/                   LDG.E.128.CONSTANT R4, desc[UR4][R2.64] ;
+        /*0030*/                   LDC.64 R8, c[0x0][0x220] ;
+        /*0040*/                   LDG.E R10, desc[UR4][R8.64] ;
+        /*0050*/                   ISETP.GE.AND P0, PT, R10, 0x10, PT ;
+        /*0060*/               )sass" +
+                 skip + R"sass( ;
+        /*0070*/               )sass" +
+                 wait + R"sass( ;
+        /*0080*/                   LDC.64 R12, c[0x0][0x210] ;
+        /*0090*/                   LDG.E R14, desc[UR4][R12.64] ;
+        /*00a0*/                   LDC.64 R16, c[0x0][0x228] ;
+        /*00b0*/                   STG.E desc[UR4][R16.64], R14 ;
+        /*00c0*/                   EXIT ;
+        /*00d0*/                   BRA 0xd0 ;
+)sass")[0];
+  };
+  const uint64_t weights = 1 << 1, inputs = 1 << 2;
+  auto wait = [&](const Function &f) {
+    return gridWait(f, addressOrigins(f, 0x210), weights, inputs);
+  };
+  // The weight and the position ahead of the wait, x and the store after.
+  GridWait g = wait(kernel("@P0 EXIT", "ACQBULK"));
+  EXPECT_EQ(g.weightLoads, 1);
+  EXPECT_EQ(g.inputLoads, 1);
+  EXPECT_EQ(g.unwaitedLoads, 0);
+  EXPECT_EQ(g.unwaitedStores, 0);
+  // A branch around the wait reaches the store unwaited (but not x).
+  g = wait(kernel("@P0 BRA 0xa0", "ACQBULK"));
+  EXPECT_EQ(g.unwaitedLoads, 0);
+  EXPECT_EQ(g.unwaitedStores, 1);
+  // A predicated wait is no wait; no wait at all (sm_80's code) neither.
+  for (const char *none : {"@P1 ACQBULK", "NOP"}) {
+    g = wait(kernel("@P0 EXIT", none));
+    EXPECT_EQ(g.weightLoads, 1) << none;
+    EXPECT_EQ(g.inputLoads, 1) << none;
+    EXPECT_EQ(g.unwaitedLoads, 1) << none;
+    EXPECT_EQ(g.unwaitedStores, 1) << none;
+  }
+  // The wait counts once passed on every path into a loop: a load of x in
+  // a loop after it is waited for, one in a loop that the entry reaches
+  // first is not.
+  Function loop = parse(R"sass(
+		Function : k
+        /*0000*/                   LDC.64 R12, c[0x0][0x210] ;
+        /*0010*/                   ISETP.GE.AND P0, PT, R0, 0x10, PT ;
+        /*0020*/                   LDG.E R14, desc[UR4][R12.64] ;
+        /*0030*/               @P0 BRA 0x20 ;
+        /*0040*/                   ACQBULK ;
+        /*0050*/                   LDG.E R15, desc[UR4][R12.64] ;
+        /*0060*/               @P0 BRA 0x50 ;
+        /*0070*/                   EXIT ;
+)sass")[0];
+  g = wait(loop);
+  EXPECT_EQ(g.unwaitedLoads, 1);
+  // An address that comes from memory is not known to be a weight's.
+  Function chased = parse(R"sass(
+		Function : k
+        /*0000*/                   LDC.64 R2, c[0x0][0x218] ;
+        /*0010*/                   LDG.E.64 R4, desc[UR4][R2.64] ;
+        /*0020*/                   LDG.E R6, desc[UR4][R4.64] ;
+        /*0030*/                   ACQBULK ;
+        /*0040*/                   EXIT ;
+)sass")[0];
+  g = wait(chased);
+  EXPECT_EQ(g.weightLoads, 1);
+  EXPECT_EQ(g.unwaitedLoads, 1);
 }
 
 TEST(SassAudit, ResourceReports) {
