@@ -108,6 +108,12 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
   out.shape = shape;
   out.gpu = gpu.shortName;
   bool batch = !shape.prefill && shape.rows > 1;
+  int64_t capacity =
+      std::min(program.maxPositions, program.tableBlocks * program.blockSize);
+  if (shape.context > capacity)
+    return llvm::createStringError(std::to_string(shape.context) +
+                                   " keys: the KV pool holds " +
+                                   std::to_string(capacity) + " a sequence");
   const std::vector<Launch> *launches = nullptr;
   int64_t planRows = shape.rows;
   if (!shape.prefill && shape.rows == 1) {

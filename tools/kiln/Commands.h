@@ -103,7 +103,6 @@ struct PredictionInput {
 /// written as JSON to `jsonPath` (unless empty), which has each step's and
 /// kernel's bytes and FLOPs also without an audit.
 absl::Status printPredictions(mlir::ModuleOp fused, const std::string &model,
-                              const LlamaConfig &config,
                               const PredictionInput &in, bool print,
                               const std::string &jsonPath);
 

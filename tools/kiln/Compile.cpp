@@ -438,9 +438,8 @@ int runCompile() {
         in.unaudited = "the model needs the SASS audit (docs/sass-audit.md): " +
                        std::string(audits.status().message());
     }
-    if (absl::Status s =
-            printPredictions(*compiled->module, compiled->source.name,
-                             compiled->source.config, in, stats, statsJson);
+    if (absl::Status s = printPredictions(
+            *compiled->module, compiled->source.name, in, stats, statsJson);
         !s.ok())
       return fail(s);
   }

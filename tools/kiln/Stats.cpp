@@ -351,7 +351,7 @@ llvm::json::Value predictionJson(const std::string &model,
                            {"bytes", k.bytes},
                            {"flops", k.flops},
                            {"tensor_cores", k.tensorCores}};
-      if (!us.empty()) {
+      if (!us.empty() && in.unaudited.empty()) {
         o["predicted_us"] = std::move(us);
         o["bound"] = std::move(bound);
       }
@@ -383,8 +383,8 @@ llvm::json::Value predictionJson(const std::string &model,
 } // namespace
 
 absl::Status printPredictions(ModuleOp fused, const std::string &model,
-                              const LlamaConfig &c, const PredictionInput &in,
-                              bool print, const std::string &jsonPath) {
+                              const PredictionInput &in, bool print,
+                              const std::string &jsonPath) {
   auto &os = llvm::outs();
   std::vector<GpuModel> gpus =
       gpuModelsFor(in.target.empty() ? "sm_90" : in.target);
@@ -405,14 +405,25 @@ absl::Status printPredictions(ModuleOp fused, const std::string &model,
   // Batch-1 decode at 128 keys (the decode target's context) and at the
   // longest context, a 2048-token prefill (the time to first token), and
   // --stats-step's.
+  // (The longest context the KV pool holds a sequence.)
   int64_t prompt = std::min<int64_t>(2048, in.program->prefill.back().rows);
-  std::vector<StepShape> shapes = {
-      {false, 1, std::min<int64_t>(128, c.maxPositions)},
-      {false, 1, c.maxPositions},
-      {true, prompt, prompt}};
-  if (c.maxPositions <= 128)
-    shapes.erase(shapes.begin() + 1);
-  llvm::append_range(shapes, in.extraSteps);
+  const Program &pr = *in.program;
+  int64_t longest = std::min(
+      pr.maxPositions, pr.tableBlocks * std::max<int64_t>(pr.blockSize, 1));
+  std::vector<StepShape> shapes = {{false, 1, std::min<int64_t>(128, longest)},
+                                   {false, 1, longest},
+                                   {true, prompt, prompt}};
+  for (const StepShape &s : in.extraSteps)
+    shapes.push_back(s);
+  auto same = [](const StepShape &a, const StepShape &b) {
+    return a.prefill == b.prefill && a.rows == b.rows && a.context == b.context;
+  };
+  for (size_t i = 1; i < shapes.size();) // once each, in order
+    if (std::any_of(shapes.begin(), shapes.begin() + i,
+                    [&](const StepShape &o) { return same(o, shapes[i]); }))
+      shapes.erase(shapes.begin() + i);
+    else
+      ++i;
   std::vector<PredictedStep> steps;
   for (const StepShape &shape : shapes) {
     PredictedStep step{shape, {}};
