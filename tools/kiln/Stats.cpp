@@ -333,7 +333,7 @@ llvm::json::Value predictionJson(const std::string &model,
                            {"mbu", mbu(p, gpus[g])}};
       if (!s.shape.prefill)
         o["tokens_per_s"] = double(s.shape.rows) * 1e6 / *p.micros;
-      if (auto share = attentionShare(p, gpus[g]))
+      if (auto share = attentionShare(p, gpus[g]); share && s.shape.prefill)
         o["attention_tensor_share"] = *share;
       predicted[gpus[g].shortName] = std::move(o);
     }
