@@ -412,8 +412,12 @@ int runCompile() {
       auto built = buildProgram(*compiled->module, *knobs);
       if (built)
         program = std::move(*built);
+      else if (!statsJson.empty()) // (--stats has said why)
+        return fail(absl::InvalidArgumentError(
+            "--stats-json: no launches to predict: " +
+            toString(built.takeError())));
       else
-        llvm::consumeError(built.takeError()); // the stats said why
+        llvm::consumeError(built.takeError());
     }
     in.program = program ? &*program : nullptr;
     if (targets.empty()) {
@@ -423,10 +427,11 @@ int runCompile() {
       Bundle bundle{
           compiled->source.name, compiled->source.config, *program, {}, {},
           nvrtcVersionString()};
-      for (CompiledKernel &k : targetKernels) {
-        bundle.cubin[k.kernel][k.target] = std::move(k.cubin);
-        bundle.ptx[k.kernel][k.target] = std::move(k.ptx);
-      }
+      for (CompiledKernel &k : targetKernels) // the first target's only
+        if (k.target == in.target) {
+          bundle.cubin[k.kernel][k.target] = std::move(k.cubin);
+          bundle.ptx[k.kernel][k.target] = std::move(k.ptx);
+        }
       auto tools = sass::findTools();
       auto audits =
           tools.ok()
