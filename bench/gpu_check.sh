@@ -20,7 +20,9 @@
 #     32, and the prefill time of 512- and 2048-token prompts (time to
 #     first token);
 #   - profiles llama2-7b's steps at batches 1 and 32 (kiln-run --profile:
-#     each kernel's share of the step and its weight bandwidth);
+#     each kernel's share of the step and its weight bandwidth; with the
+#     kit's costs file, each kernel's achieved GB/s and TFLOP/s and the
+#     cost model's predicted time beside the measured one);
 #   - times llama2-7b's tuning candidates (decode and prefill attention,
 #     cuBLASLt's GEMM algorithms, kiln's own GEMM for short prompts)
 #     with CUDA events: a table of the default knobs against the best, and
@@ -139,6 +141,11 @@ not_run() {
   fi
 }
 
+# The GPU as nvidia-smi names it (its spec bandwidth, the modelled GPU of
+# the profile's predictions); none on emu.
+gpu_name=""
+[ "$device" = cuda ] &&
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 if [ "$device" = emu ]; then
   say "## GPU check, emu dry run ($(date -u +%F))"
   say ""
@@ -475,6 +482,11 @@ done <<<"$cases"
 # the GEMVs and a long context's attention in decode), and 32 128-token
 # prompts (the batched decode plan): each kernel's share and the bandwidth
 # of its weight reads, for the next round of kernel work.
+# Then, per kernel, the bandwidth and FLOP rate its bytes and FLOPs (the
+# cost model's, from the kit's costs file: kiln compile --stats-json) make
+# at the measured time, beside the model's predicted time
+# (bench/profile_table.py).
+costs="${model%.kiln}-costs.json"
 while read -r shape b p n; do
   if run_7b "$(box 60 190)" "$shape" "$b" "$n" --profile \
     >"$work/profile-$shape.txt" 2>&1; then
@@ -483,6 +495,17 @@ while read -r shape b p n; do
     say '```'
     sed -n '/profile /,$p' "$work/profile-$shape.txt" | tee -a "$report"
     say '```'
+    say ""
+    if [ ! -f "$costs" ]; then
+      say "No $costs in the kit: the per-kernel GB/s and TFLOP/s need it (scripts/build-gpu-kit.sh writes it)."
+    elif python3 bench/profile_table.py "$work/profile-$shape.txt" "$costs" \
+      --decode "$b:$((p + n / 2))" --prefill "$p" ${gpu_name:+--gpu "$gpu_name"} \
+      >"$work/profile-table-$shape.md" 2>&1; then
+      tee -a "$report" <"$work/profile-table-$shape.md"
+    else
+      status=1
+      say "FAIL: bench/profile_table.py on the profile of $shape: $(tail -1 "$work/profile-table-$shape.md")"
+    fi
   elif skipped "$work/profile-$shape.txt"; then
     say "Profile of $name, batch $b: $skip."
   else
@@ -550,12 +573,10 @@ fi
 # bandwidth and of the copy bandwidth), each peer and kiln's ratio to it
 # (above 1: kiln is faster), and the targets. An MBU above the spec is a
 # timing or byte-count error: gpu_table.py prints it as a FAIL and exits 1.
-gpu_name=""
 if [ "$device" = emu ]; then
   title="$name, random weights (kiln-run --device emu: a dry run, the times mean nothing):"
 else
   title="llama2-7b, random fp16 weights (kiln-run --device cuda; PyTorch peers: transformers on the same GPU in the same run):"
-  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 fi
 python3 bench/gpu_table.py "$kiln_rows" "$peers" "$work/bandwidth.txt" "$title" \
   ${gpu_name:+--gpu "$gpu_name"} | tee -a "$report" || status=1

@@ -21,17 +21,18 @@ namespace kiln {
 /// kernel, these are the defaults. `kiln compile --kernel-options` sets
 /// them by the names in parseCodegenOptions.
 struct CodegenOptions {
-  int gemvWarps = 4;             // row pairs per GEMV block (gemv-rows)
-  int gemvSplitK = 1;            // warps sharing one GEMV pair (gemv-split-k)
-  int gemvUnroll = 4;            // GEMV loads per row per lane (gemv-unroll)
-  int maxVectorWidth = 8;        // widest fp16 load, in halves (vector-width)
-  int attentionWarps = 4;        // warps per attention block (attention-warps)
-  int kvSplits = 0;              // decode attention key splits; 0: choose
-  int smCount = 132;             // multiprocessors to fill (H100/H200)
-  int epilogueThreads = 256;     // threads per prefill epilogue row
-  int prefillAttentionRows = 16; // query rows a warp, prefill attention
-  int prefillAttentionKeys = 0;  // keys a prefill attention tile; 0: choose
-  int elementwiseThreads = 128;  // threads per embedding block
+  int gemvWarps = 4;         // row pairs per GEMV block (gemv-rows)
+  int gemvSplitK = 1;        // warps sharing one GEMV pair (gemv-split-k)
+  int gemvUnroll = 4;        // GEMV loads per row per lane (gemv-unroll)
+  int maxVectorWidth = 8;    // widest fp16 load, in halves (vector-width)
+  int attentionWarps = 4;    // warps per attention block (attention-warps)
+  int kvSplits = 0;          // decode attention key splits; 0: choose
+  int smCount = 132;         // multiprocessors to fill (H100/H200)
+  int epilogueThreads = 256; // threads per prefill epilogue row
+  int prefillAttentionRows =
+      0; // query rows a warp, prefill attention; 0: choose
+  int prefillAttentionKeys = 0; // keys a prefill attention tile; 0: choose
+  int elementwiseThreads = 128; // threads per embedding block
   /// Prefill GEMMs: cuBLAS's choice (-1), cuBLASLt's N-th (0 to
   /// kMaxGemmAlgo), or kiln's own (kSmallGemmAlgo).
   int gemmAlgo = -1;
@@ -288,11 +289,13 @@ llvm::Expected<CudaKernel> emitPrefillAttention(mlir::Operation *op,
                                                 const CodegenOptions &opts);
 /// Prefill attention's tiling of a head of `dh` halves for a KV group of
 /// `group` query heads: `warps` warps of `mtiles` x 16 query rows each
-/// (prefill-attention-rows; `rows` a block), each row a (token, head) pair
+/// (prefill-attention-rows, or 32 up to head dim 128 and 16 past it; `rows`
+/// a block), each row a (token, head) pair
 /// of `tokens` tokens times
 /// `groupHeads` heads of the group (`headSlices` blocks cover a group
 /// larger than a block's rows); tiles of `keys` keys (prefill-attention-
-/// keys, or the largest of 64, 32, 16 that fits; 0: none fits), head dims
+/// keys, or 16 with 32 rows past head dim 64, else the largest of 64, 32, 16
+/// that fits; 0: none fits), head dims
 /// padded to `paddedDh` (16s); `sharedBytes` of static shared memory.
 struct PrefillAttentionTiling {
   int warps = 0, mtiles = 0, rows = 0, keys = 0;

@@ -47,16 +47,25 @@ PrefillAttentionTiling prefillAttentionTiling(int64_t dh, int64_t group,
                                               const CodegenOptions &opts) {
   PrefillAttentionTiling t;
   t.warps = opts.attentionWarps;
-  t.mtiles = opts.prefillAttentionRows / 16;
-  t.rows = 16 * t.mtiles * t.warps;
   t.paddedDh = (dh + 15) / 16 * 16;
+  // By default two m-tiles a warp up to head dim 128: each K and V
+  // fragment read from shared memory then serves 32 rows, which the cost
+  // model finds is what bounds one m-tile (docs/kernels.md). The registers
+  // (O and Q in them, 3/4 of a register a head dim a row) leave room for
+  // 64-key tiles of S up to head dim 64, 16 to 128.
+  t.mtiles = opts.prefillAttentionRows ? opts.prefillAttentionRows / 16
+             : t.paddedDh <= 128       ? 2
+                                       : 1;
+  t.rows = 16 * t.mtiles * t.warps;
   t.groupHeads = std::min<int64_t>(group, t.rows);
   t.headSlices = (group + t.groupHeads - 1) / t.groupHeads;
   t.tokens = t.rows / t.groupHeads;
   auto shared = [&](int keys) {
-    return std::max<int64_t>(2 * keys, t.rows) * (t.paddedDh + 8) * 2;
+    return std::max<int64_t>(4 * keys, t.rows) * (t.paddedDh + 8) * 2;
   };
   t.keys = opts.prefillAttentionKeys;
+  if (t.keys == 0 && t.mtiles == 2 && t.paddedDh > 64)
+    t.keys = 16;
   if (t.keys == 0) // the largest tile that fits
     for (int keys : {64, 32, 16})
       if (t.keys == 0 && shared(keys) <= kStaticSharedBytes)
@@ -106,49 +115,99 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
      << ", TOK = " << t.tokens
      << "; // query heads a block, blocks a group, tokens a block\n";
   os << R"cuda(constexpr int THREADS = 32 * WARPS, CH = DHP / 8; // 16-byte chunks a row
-// Shared rows: a tile of keys [BN] and of values [BN]; the queries [BM]
-// are staged first at the end (over the values only when BM <= BN, so the
-// first keys can be in flight while the queries are staged).
-constexpr int SROWS = 2 * BN > BM ? 2 * BN : BM, QROW = SROWS - BM;
-constexpr bool EARLY_K = QROW >= BN;
+// Shared rows: two buffers, each a tile of keys [BN] and its values [BN]
+// (buffer b at rows 2 b BN); the queries [BM] are staged first at the end
+// (past buffer 0 when BM <= 2 BN, so the first tile can be in flight while
+// the queries are staged).
+constexpr int SROWS = 4 * BN > BM ? 4 * BN : BM, QROW = SROWS - BM;
+constexpr bool EARLY_KV = QROW >= 2 * BN;
 constexpr float SCALE_LOG2 = SCALE * 1.4426950408889634f; // for exp2
 
 // A tile is BN rows of CH chunks; thread i copies chunks i, i + THREADS, ...
 constexpr int CPT = (BN * CH + THREADS - 1) / THREADS; // chunks a thread
 
-// The pool blocks that hold this thread's rows of the tile of tokens t0 ..
-// t0 + BN - 1, from the sequence's block table (rows past `last` read
-// none). Loaded a tile ahead and first used by kiln_copy_tile, so that the
-// loads fly while the tile before is computed.
+// Paged copies: when whole rows of chunks fill the block's threads (R rows
+// a pass, thread i taking chunk i % CH of row i / CH) and the tiles and
+// passes line up with the pool's pages, a thread's chunk u lies in page
+// (row / BLOCK_SIZE) + (R u) / BLOCK_SIZE of the tile, at slot
+// (row % BLOCK_SIZE) + (R u) % BLOCK_SIZE in it: the page and the offset
+// are constants of u, so chunks of one page share a table load and an
+// address, and differ by an immediate offset. Otherwise each chunk finds
+// its own slot.
+constexpr int R = THREADS % CH == 0 ? THREADS / CH : 0;
+constexpr bool PAGED = R > 0 && BN % BLOCK_SIZE == 0 &&
+                       (R % BLOCK_SIZE == 0 || BLOCK_SIZE % R == 0);
+constexpr long long PAGE = (long long)BLOCK_SIZE * KVH * DH; // halves a page
+
+// The pool blocks that hold this thread's chunks of the tile of tokens
+// t0 .. t0 + BN - 1, from the sequence's block table (0 for pages past
+// `last`). Loaded a tile ahead and first used by kiln_copy_tile, so that
+// the loads fly while the tile before is computed.
 __device__ __forceinline__ void kiln_tile_blocks(const int *table, int t0,
                                                  int last, int (&block)[CPT]) {
 #pragma unroll
   for (int u = 0; u < CPT; ++u) {
-    const int i = threadIdx.x + u * THREADS, t = t0 + i / CH;
-    block[u] = i < BN * CH && t <= last ? kiln_input(table + t / BLOCK_SIZE) : 0;
+    if constexpr (PAGED) {
+      const int page = t0 / BLOCK_SIZE + (threadIdx.x / CH) / BLOCK_SIZE +
+                       R * u / BLOCK_SIZE;
+      if (u > 0 && R * u / BLOCK_SIZE == R * (u - 1) / BLOCK_SIZE)
+        block[u] = block[u - 1]; // the same page: one load (kiln_input is
+                                 // volatile, so not merged by itself)
+      else
+        block[u] = page * BLOCK_SIZE <= last ? kiln_input(table + page) : 0;
+    } else {
+      const int i = threadIdx.x + u * THREADS, t = t0 + i / CH;
+      block[u] =
+          i < BN * CH && t <= last ? kiln_input(table + t / BLOCK_SIZE) : 0;
+    }
   }
 }
 
 // One tile of this layer's keys or values, tokens t0 .. t0 + BN - 1 in
-// `block`, into rows [BN] of shared memory by cp.async, as one group;
-// zeros past `last` and past the head's DH dims.
+// `block`, into rows [BN] of shared memory by cp.async (the caller commits);
+// zeros past `last` and past the head's DH dims. `at`: this thread's
+// offset in a page (PAGED; kiln_copy_offset). A chunk past them is a copy
+// of 0 bytes (nothing read) from an address in block 0 of the pool
+// (block[u] is 0 past `last`) or just past its row's head dims.
 __device__ __forceinline__ void kiln_copy_tile(__half (*rows)[LD],
                                                const __half *cache, int kvh,
-                                               int t0, int last,
+                                               int t0, int last, int at,
                                                const int (&block)[CPT]) {
 #pragma unroll
   for (int u = 0; u < CPT; ++u) {
     const int i = threadIdx.x + u * THREADS;
     if ((BN * CH) % THREADS == 0 || i < BN * CH) {
       const int j = i / CH, c = i % CH, t = t0 + j;
-      const bool in = t <= last && 8 * c < DH;
-      const long long slot =
-          (long long)block[u] * BLOCK_SIZE + t % BLOCK_SIZE;
-      const __half *src = in ? cache + (slot * KVH + kvh) * DH + 8 * c : cache;
+      const bool in = t <= last && (DHP == DH || 8 * c < DH);
+      const __half *src;
+      if constexpr (PAGED)
+        src = cache + block[u] * PAGE + at +
+              (long long)(R * u % BLOCK_SIZE) * KVH * DH;
+      else
+        src = cache +
+              (((long long)block[u] * BLOCK_SIZE + t % BLOCK_SIZE) * KVH + kvh) *
+                  DH +
+              8 * c;
       kiln_cp_async16(&rows[j][8 * c], src, in);
     }
   }
+}
+
+// Tile t0's keys and values into buffer `buf`, as one cp.async group.
+__device__ __forceinline__ void kiln_copy_kv(__half (*tile)[LD], int buf,
+                                             const __half *k_cache,
+                                             const __half *v_cache, int kvh,
+                                             int t0, int last, int at,
+                                             const int (&block)[CPT]) {
+  kiln_copy_tile(tile + 2 * BN * buf, k_cache, kvh, t0, last, at, block);
+  kiln_copy_tile(tile + 2 * BN * buf + BN, v_cache, kvh, t0, last, at, block);
   kiln_cp_async_commit();
+}
+
+// PAGED: where this thread's first chunk lies in its page, in halves.
+__device__ __forceinline__ int kiln_copy_offset(int kvh) {
+  const int row = threadIdx.x / CH, c = threadIdx.x % CH;
+  return ((row % BLOCK_SIZE) * KVH + kvh) * DH + 8 * c;
 }
 
 // q [S, H*DH] f16, k_cache/v_cache: this layer's keys and values in the pool
@@ -158,8 +217,8 @@ __device__ __forceinline__ void kiln_copy_tile(__half (*rows)[LD],
 // grid (ceil(S / TOK), KVH * HS), block (THREADS)
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
      << k.entry << "(" << kernelParameters(k) << R"cuda() {
-  alignas(16) __shared__ __half tile[SROWS][LD]; // keys [0, BN), values [BN, 2 BN)
-  __half (*ks)[LD] = tile, (*vs)[LD] = tile + BN, (*qs)[LD] = tile + QROW;
+  alignas(16) __shared__ __half tile[SROWS][LD]; // 2 x (keys [BN], values [BN])
+  __half (*qs)[LD] = tile + QROW;
   kiln_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q4 = lane & 3; // the fragments' groupID, thread in group
@@ -188,13 +247,15 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
     first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
     last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
   }
-  int blocks[CPT], next[CPT]; // this tile's and the next one's pool blocks
+  // The pool blocks of the next tile to copy and of the one after it.
+  int blocks[CPT], later[CPT];
   kiln_tile_blocks(table, 0, last, blocks);
+  const int at = PAGED ? kiln_copy_offset(kvh) : 0;
   // The host's inputs and the first tile's pages are read: from here on the
   // queries and the pool, which the kernels before this one write.
   kiln_wait_previous_grid();
-  if (EARLY_K)
-    kiln_copy_tile(ks, k_cache, kvh, 0, last, blocks);
+  if (EARLY_KV)
+    kiln_copy_kv(tile, 0, k_cache, v_cache, kvh, 0, last, at, blocks);
 
   // The queries, rotated and rounded to f16: row m is token tok0 + m / GPC,
   // head h0 + m % GPC; rows past the block's tokens and heads are zeros.
@@ -225,14 +286,15 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
     for (int kk = 0; kk < DHP / 16; ++kk)
       kiln_ldmatrix<4>(qf[mt][kk], &qs[16 * (MT * warp + mt) + (lane & 15)]
                                       [16 * kk + 8 * (lane >> 4)]);
-  if (!EARLY_K) {
-    __syncthreads(); // every warp has its queries: the keys may land there
-    kiln_copy_tile(ks, k_cache, kvh, 0, last, blocks);
+  if (!EARLY_KV) {
+    __syncthreads(); // every warp has its queries: the tile may land there
+    kiln_copy_kv(tile, 0, k_cache, v_cache, kvh, 0, last, at, blocks);
   }
+  kiln_tile_blocks(table, BN, last, blocks);
 
   // This lane's rows, g and g + 8 of each m-tile: their positions (-1: a
   // row with no token, which no key is visible to), running maxima (of the
-  // scores times SCALE_LOG2) and sums (this lane's share of them).
+  // raw scores) and sums (this lane's share of them).
   int pos[MT][2];
   float mx[MT][2], sum[MT][2];
 #pragma unroll
@@ -256,11 +318,19 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
         o[mt][j][e] = 0.0f;
 
 #pragma unroll 1
-  for (int t0 = 0; t0 <= last; t0 += BN) {
-    kiln_tile_blocks(table, t0 + BN, last, next); // used after QK^T
-    kiln_cp_async_wait<0>(); // this tile's keys (and the queries' reads
-    __syncthreads();         // and the last tile's PV are done)
-    kiln_copy_tile(vs, v_cache, kvh, t0, last, blocks);
+  for (int t0 = 0, buf = 0; t0 <= last; t0 += BN, buf ^= 1) {
+    // The next tile into the other buffer (which every warp left at the
+    // end of the last tile), in flight through this one; the pages of the
+    // one after it, read for the next tile's copy.
+    kiln_tile_blocks(table, t0 + 2 * BN, last, later);
+    if (t0 + BN <= last)
+      kiln_copy_kv(tile, buf ^ 1, k_cache, v_cache, kvh, t0 + BN, last, at,
+                   blocks);
+    else
+      kiln_cp_async_commit(); // an empty group: the wait below counts on it
+    kiln_cp_async_wait<1>(); // this tile has landed, the next may not
+    __syncthreads();
+    const __half(*ks)[LD] = tile + 2 * BN * buf, (*vs)[LD] = ks + BN;
 
     // S = Q K^T: [16, BN] per m-tile, 8 keys a fragment; each fragment of
     // K serves every m-tile.
@@ -287,33 +357,38 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
         }
       }
 
-    // The online softmax of each row, in fp32: scores times SCALE_LOG2,
-    // keys past the row's position at -inf (only where the tile reaches
-    // past the block's first position). P [16, BN] per m-tile as f16 A
-    // fragments, 16 keys each, straight from S's registers.
+    // The online softmax of each row, in fp32: keys past the row's
+    // position at -inf (only where the tile reaches past the block's first
+    // position), then exp2 of the scores times SCALE_LOG2. P [16, BN] per
+    // m-tile as f16 A fragments, 16 keys each, straight from S's registers.
     const bool mask = t0 + BN - 1 > first;
     unsigned p[MT][BN / 16][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
+      if (mask)
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (t0 + 8 * j + 2 * q4 + (e & 1) > pos[mt][e >> 1])
+              s[mt][j][e] = KILN_NEG_INF;
       float tile_max[2] = {KILN_NEG_INF, KILN_NEG_INF};
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = t0 + 8 * j + 2 * q4 + (e & 1);
-          s[mt][j][e] = mask && key > pos[mt][e >> 1]
-                            ? KILN_NEG_INF
-                            : s[mt][j][e] * SCALE_LOG2;
+        for (int e = 0; e < 4; ++e)
           tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[mt][j][e]);
-        }
+      // The maxima are of the raw scores (SCALE > 0 keeps their order); the
+      // exponents are scores x SCALE_LOG2 - base, one FFMA each.
       float base[2], correction[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) { // a row's scores lie in its quad's 4 lanes
         tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
         tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
         const float m_new = fmaxf(mx[mt][r], tile_max[r]);
-        base[r] = m_new == KILN_NEG_INF ? 0.0f : m_new; // no key yet: all p 0
-        correction[r] = exp2f(mx[mt][r] - base[r]);     // 0 while mx is -inf
+        // No key yet: every p is 0 (and so is the correction of -inf).
+        base[r] = m_new == KILN_NEG_INF ? 0.0f : m_new * SCALE_LOG2;
+        correction[r] = kiln_exp2(fmaf(mx[mt][r], SCALE_LOG2, -base[r]));
         mx[mt][r] = m_new;
         sum[mt][r] *= correction[r];
       }
@@ -327,21 +402,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
         float e4[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          e4[e] = exp2f(s[mt][j][e] - base[e >> 1]); // 0 for masked keys
+          e4[e] = kiln_exp2(fmaf(s[mt][j][e], SCALE_LOG2, -base[e >> 1]));
           sum[mt][e >> 1] += e4[e];
         }
         p[mt][j / 2][2 * (j & 1)] = kiln_pack_half2(e4[0], e4[1]);
         p[mt][j / 2][2 * (j & 1) + 1] = kiln_pack_half2(e4[2], e4[3]);
       }
     }
-
-    __syncthreads(); // every warp is done with this tile's keys
-    if (t0 + BN <= last)
-      kiln_copy_tile(ks, k_cache, kvh, t0 + BN, last, next);
-    else
-      kiln_cp_async_commit(); // an empty group: the wait below counts on it
-    kiln_cp_async_wait<1>(); // the values have landed, the next keys may not
-    __syncthreads();
 
     // O += P V: V [BN, DHP] as B fragments through ldmatrix.trans, each
     // serving every m-tile.
@@ -359,9 +426,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
           kiln_mma(o[mt][2 * j + 1], p[mt][kk], b1);
         }
       }
+    __syncthreads(); // every warp is done with this buffer
 #pragma unroll
     for (int u = 0; u < CPT; ++u)
-      blocks[u] = next[u];
+      blocks[u] = later[u];
   }
 
   // O / l, in f16, for the rows with a token and the dims of the head.

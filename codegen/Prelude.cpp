@@ -370,6 +370,20 @@ __device__ __forceinline__ float kiln_prologue_scale(const __half *x,
   return 1.0f;
 }
 
+// 2^x on the special-function unit: ex2.approx.ftz (2 ulp; a subnormal
+// result flushes to 0, as a softmax's vanishing terms may). exp2f wraps
+// the same instruction in range fixes that a softmax does not need. On
+// emu, exp2f.
+__device__ __forceinline__ float kiln_exp2(float x) {
+#ifdef KILN_CUDA_EMU_H
+  return exp2f(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
 __device__ __forceinline__ float kiln_silu(float x) {
   return x / (1.0f + expf(-x));
 }
@@ -476,7 +490,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"kv-splits", &opts.kvSplits, 0, 64},
       {"sm-count", &opts.smCount, 1, 1024},
       {"epilogue-threads", &opts.epilogueThreads, 32, 1024},
-      {"prefill-attention-rows", &opts.prefillAttentionRows, 16, 32},
+      {"prefill-attention-rows", &opts.prefillAttentionRows, 0, 32},
       {"prefill-attention-keys", &opts.prefillAttentionKeys, 0, 256},
       {"elementwise-threads", &opts.elementwiseThreads, 32, 1024},
       {"gemm-algo", &opts.gemmAlgo, kSmallGemmAlgo, kMaxGemmAlgo},
@@ -511,8 +525,8 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
         "gemv-rows x gemv-split-k: at most 32 warps (1024 threads) a block");
   if (opts.prefillAttentionRows % 16)
     return llvm::createStringError(
-        "prefill-attention-rows: must be 16 or 32 (one or two of the tensor "
-        "cores' 16-row tiles a warp)");
+        "prefill-attention-rows: must be 0 (choose), 16 or 32 (one or two of "
+        "the tensor cores' 16-row tiles a warp)");
   if (opts.prefillAttentionKeys % 16)
     return llvm::createStringError(
         "prefill-attention-keys: must be 0 (choose) or a multiple of 16 (the "

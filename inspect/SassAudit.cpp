@@ -19,6 +19,7 @@
 #include <bitset>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 extern char **environ;
 
@@ -130,7 +131,7 @@ int resultWidth(const Instruction &in) {
   if (isLoad(base))
     return std::max(in.accessBytes() / 4, 1);
   if (base == "HMMA" || base == "IMMA")
-    return 4; // the widest accumulator fragment: never miss a use
+    return 4;         // the widest accumulator fragment: never miss a use
   if (base == "CS2R") // a 64-bit special register (CS2R R2, SRZ: R2 and R3)
     return in.hasModifier("32") ? 1 : 2;
   if (in.hasModifier("WIDE") || isDouble(base) || in.hasModifier("F64"))
@@ -334,6 +335,107 @@ std::optional<Loop> steadyState(const std::vector<Function> &functions) {
 }
 
 namespace {
+/// 2 m n k of an HMMA by its shape modifier (HMMA.16816.F32: m16 n8 k16);
+/// 0 for a shape this table does not know.
+int64_t hmmaFlops(const Instruction &in) {
+  llvm::SmallVector<StringRef> parts;
+  StringRef(in.opcode).split(parts, '.');
+  for (StringRef p : llvm::ArrayRef(parts).drop_front()) {
+    int64_t k = 0;
+    if (p == "884")
+      return 2 * 8 * 8 * 4;
+    if (p.consume_front("168") && !p.getAsInteger(10, k))
+      return 2 * 16 * 8 * k;
+  }
+  return 0;
+}
+
+/// A warp's share of an HGMMA's 2 m n k (HGMMA.64x128x16.F32: a warpgroup
+/// of 4 warps computes m64 n128 k16).
+int64_t hgmmaFlops(const Instruction &in) {
+  llvm::SmallVector<StringRef> parts;
+  StringRef(in.opcode).split(parts, '.');
+  for (StringRef p : llvm::ArrayRef(parts).drop_front()) {
+    llvm::SmallVector<StringRef> mnk;
+    p.split(mnk, 'x');
+    int64_t m = 0, n = 0, k = 0;
+    if (mnk.size() == 3 && !mnk[0].getAsInteger(10, m) &&
+        !mnk[1].getAsInteger(10, n) && !mnk[2].getAsInteger(10, k))
+      return 2 * m * n * k / 4;
+  }
+  return 0;
+}
+
+/// The shared-memory pipe's cycles of an instruction (128 bytes a cycle,
+/// at least one), 0 for one that does not use it.
+int64_t sharedCycles(const Instruction &in) {
+  StringRef b = in.base();
+  if (b == "LDS" || b == "STS")
+    return std::max<int64_t>(1, 32 * in.accessBytes() / 128);
+  if (b == "LDSM" || b == "STSM") { // .M88.4: four 8x8 matrices, 128 B each
+    int64_t matrices = 1;
+    for (StringRef m : {"2", "4"})
+      if (in.hasModifier(m))
+        m.getAsInteger(10, matrices);
+    return matrices;
+  }
+  return 0;
+}
+} // namespace
+
+PipeWork pipeWork(const Function &f, int64_t begin, int64_t end) {
+  PipeWork w;
+  for (const Instruction &in : f.code) {
+    if (in.address < begin || in.address > end)
+      continue;
+    ++w.instructions;
+    StringRef b = in.base();
+    static const std::pair<StringRef, int> fma[] = {{"FFMA", 2},  {"FADD", 1},
+                                                    {"FMUL", 1},  {"HFMA2", 4},
+                                                    {"HADD2", 2}, {"HMUL2", 2}};
+    // HFMA2.MMA with RZ operands is how ptxas moves a constant into a
+    // register (on the MMA pipe): no arithmetic.
+    for (auto [name, flops] : fma)
+      if (b == name && !in.hasModifier("MMA")) {
+        ++w.fma;
+        w.fmaFlopsPerLane += flops;
+      }
+    w.mufu += b == "MUFU";
+    w.sharedCycles += sharedCycles(in);
+    if (b == "HMMA") {
+      ++w.hmma;
+      w.mmaFlops += hmmaFlops(in);
+    } else if (b == "HGMMA") {
+      ++w.hgmma;
+      w.wgmmaFlops += hgmmaFlops(in);
+    }
+  }
+  return w;
+}
+
+std::optional<Loop> computeLoop(const std::vector<Function> &functions) {
+  std::optional<Loop> best;
+  std::pair<int64_t, int64_t> bestFlops = {0, 0}; // tensor, then FMA pipe
+  for (const Function &f : functions) {
+    std::vector<Loop> loops = findLoops(f);
+    for (Loop &l : loops) {
+      l.function = int(&f - functions.data());
+      bool innermost = llvm::none_of(loops, [&](const Loop &o) {
+        return &o != &l && l.begin <= o.begin && o.end <= l.end;
+      });
+      PipeWork w = pipeWork(f, l.begin, l.end);
+      std::pair<int64_t, int64_t> flops = {w.mmaFlops + w.wgmmaFlops,
+                                           w.fmaFlopsPerLane};
+      if (innermost && flops > bestFlops) {
+        best = l;
+        bestFlops = flops;
+      }
+    }
+  }
+  return best;
+}
+
+namespace {
 /// The kernel parameters an operand reads from the constant bank directly
 /// (c[0x0][OFFSET], 8 bytes a parameter from `paramBase`): bit i for
 /// parameter i.
@@ -484,10 +586,11 @@ std::map<std::string, int>
 instructionMix(const std::vector<Function> &functions) {
   std::map<std::string, int> mix;
   for (const char *k :
-       {"HMMA",    "LDGSTS",  "LDSM",  "LDG.8",   "LDG.16",  "LDG.32",
-        "LDG.64",  "LDG.128", "LDS.8", "LDS.16",  "LDS.32",  "LDS.64",
-        "LDS.128", "STG",     "STS",   "FFMA",    "HFMA2",   "BAR",
-        "LDL",     "STL",     "SHFL",  "ACQBULK", "PREEXIT", "total"})
+       {"HMMA",    "HGMMA",   "LDGSTS",  "LDSM",  "LDG.8",  "LDG.16",
+        "LDG.32",  "LDG.64",  "LDG.128", "LDS.8", "LDS.16", "LDS.32",
+        "LDS.64",  "LDS.128", "STG",     "STS",   "FFMA",   "HFMA2",
+        "MUFU",    "BAR",     "LDL",     "STL",   "SHFL",   "ACQBULK",
+        "PREEXIT", "total"})
     mix[k] = 0;
   for (const Function &f : functions)
     for (const Instruction &in : f.code) {
@@ -841,6 +944,24 @@ absl::StatusOr<KernelAudit> auditKernel(const Bundle &bundle, int index,
   a.ldl = a.mix["LDL"];
   a.stl = a.mix["STL"];
   a.loop = steadyState(*functions);
+  if (std::optional<Loop> compute = computeLoop(*functions)) {
+    a.computeWork =
+        pipeWork((*functions)[compute->function], compute->begin, compute->end);
+    a.computeInLoop = true;
+  } else {
+    for (const Function &f : *functions) {
+      PipeWork w = pipeWork(f, 0, std::numeric_limits<int64_t>::max());
+      a.computeWork.instructions += w.instructions;
+      a.computeWork.fma += w.fma;
+      a.computeWork.fmaFlopsPerLane += w.fmaFlopsPerLane;
+      a.computeWork.mufu += w.mufu;
+      a.computeWork.sharedCycles += w.sharedCycles;
+      a.computeWork.hmma += w.hmma;
+      a.computeWork.hgmma += w.hgmma;
+      a.computeWork.mmaFlops += w.mmaFlops;
+      a.computeWork.wgmmaFlops += w.wgmmaFlops;
+    }
+  }
 
   std::optional<SmLimits> sm = smLimitsFor(target);
   std::optional<Launch> launch = largestLaunch(bundle.program, index);
@@ -1038,6 +1159,17 @@ std::string formatJson(const std::vector<KernelAudit> &audits) {
                              {"bytes_in_flight", a.loop->bytesInFlight}};
     else
       o["loop"] = nullptr;
+    const PipeWork &w = a.computeWork;
+    o["compute"] = llvm::json::Object{{"in_loop", a.computeInLoop},
+                                      {"instructions", w.instructions},
+                                      {"fma", w.fma},
+                                      {"fma_flops_per_lane", w.fmaFlopsPerLane},
+                                      {"mufu", w.mufu},
+                                      {"shared_cycles", w.sharedCycles},
+                                      {"hmma", w.hmma},
+                                      {"hgmma", w.hgmma},
+                                      {"mma_flops", w.mmaFlops},
+                                      {"wgmma_flops", w.wgmmaFlops}};
     kernels.push_back(std::move(o));
   }
   std::string text;

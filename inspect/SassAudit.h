@@ -117,13 +117,41 @@ GridWait gridWait(const Function &f, const std::vector<uint64_t> &origins,
                   uint64_t weights, uint64_t inputs);
 
 /// Static counts of the instructions the audit reports, by category:
-/// "HMMA", "LDGSTS", "LDSM", "LDG.8", "LDG.16", "LDG.32", "LDG.64",
-/// "LDG.128", "LDS.8" ... "LDS.128", "STG", "STS", "FFMA", "HFMA2", "BAR",
-/// "LDL", "STL", "SHFL", "ACQBULK", "PREEXIT" (griddepcontrol.wait and
-/// .launch_dependents), and "total". Static: each instruction once,
-/// whether it runs once or in a loop.
+/// "HMMA", "HGMMA", "LDGSTS", "LDSM", "LDG.8", "LDG.16", "LDG.32",
+/// "LDG.64", "LDG.128", "LDS.8" ... "LDS.128", "STG", "STS", "FFMA",
+/// "HFMA2", "MUFU", "BAR", "LDL", "STL", "SHFL", "ACQBULK", "PREEXIT"
+/// (griddepcontrol.wait and .launch_dependents), and "total". Static: each
+/// instruction once, whether it runs once or in a loop.
 std::map<std::string, int>
 instructionMix(const std::vector<Function> &functions);
+
+/// What one warp's pass through a stretch of code asks of an SM's pipes,
+/// each instruction once (the cost model's compute roofs, tune/Predict.h):
+/// instructions issued; the FMA pipe's (FFMA, FADD, FMUL, HFMA2, HADD2,
+/// HMUL2) and their FLOPs per lane (2 an FFMA, 4 an HFMA2, ...); MUFU (the
+/// special-function unit: exp2, rcp, ...); the shared-memory pipe's cycles
+/// (an LDS, STS or LDSM moves 128 bytes a cycle, at least a cycle each;
+/// bank conflicts are not seen); and the tensor cores' FLOPs: 2 m n k an
+/// HMMA (mma.sync, by its shape: .16816 is 4096), a quarter of a warpgroup's
+/// 2 m n k an HGMMA (wgmma, sm_90).
+struct PipeWork {
+  int instructions = 0;
+  int fma = 0;
+  int64_t fmaFlopsPerLane = 0;
+  int mufu = 0;
+  int64_t sharedCycles = 0;
+  int hmma = 0, hgmma = 0;
+  int64_t mmaFlops = 0, wgmmaFlops = 0; // per warp
+};
+
+/// The pipes' work of the instructions of `f` from address `begin` to
+/// `end` (inclusive).
+PipeWork pipeWork(const Function &f, int64_t begin, int64_t end);
+
+/// The compute steady state: of the innermost loops of all of `functions`,
+/// the one whose body has the most FLOPs (tensor-core FLOPs, then the FMA
+/// pipe's x 32 lanes); none when no loop computes.
+std::optional<Loop> computeLoop(const std::vector<Function> &functions);
 
 //===----------------------------------------------------------------------===//
 // ptxas' figures
@@ -192,9 +220,8 @@ absl::StatusOr<Tools> findTools();
 
 /// cuobjdump's listing of a CUBIN: -sass (the instructions) or, with
 /// `resources`, -res-usage.
-absl::StatusOr<std::string> disassemble(const Tools &tools,
-                                        llvm::StringRef cubin,
-                                        bool resources = false);
+absl::StatusOr<std::string>
+disassemble(const Tools &tools, llvm::StringRef cubin, bool resources = false);
 
 /// One kernel for one target.
 struct KernelAudit {
@@ -208,6 +235,11 @@ struct KernelAudit {
   double residentBlocksPerSm = 0; // min(occupancy, grid blocks / SMs)
   std::map<std::string, int> mix;
   std::optional<Loop> loop; // the steady state
+  /// The pipes' work of one pass through the compute steady state
+  /// (computeLoop; the whole kernel, each instruction once, when no loop
+  /// computes), and whether it came from a loop.
+  PipeWork computeWork;
+  bool computeInLoop = false;
   /// Of the loop's bytesInFlight, those whose address comes from a weight
   /// parameter (per thread and iteration).
   int64_t weightBytesInFlight = 0;

@@ -3,7 +3,8 @@
 # compiler and Python but none of kiln's packages: gpu-kit/ with kiln-run
 # (the runtime alone; static Abseil and libstdc++), the bundles of both
 # fixtures (for batches of up to 4) and of llama2-7b for sm_80 and sm_90
-# (CUBIN, and PTX for newer GPUs), llama2-7b's tuning candidates
+# (CUBIN, and PTX for newer GPUs) with the cost model's figures of its
+# profiled steps (llama2-7b-costs.json), llama2-7b's tuning candidates
 # (cand.tar.xz), and Abseil's headers and archives in case kiln-run must be
 # rebuilt there.
 # Usage: scripts/build-gpu-kit.sh   (then carry gpu-kit/ to the machine)
@@ -13,7 +14,8 @@
 # (GPU_CHECK_DEVICE=emu bench/gpu_check.sh; docs/gpu-check.md) in seconds,
 # from the tools already built (build/bin, or $KILN and $KILN_RUN): that
 # kiln-run, the fixtures' bundles, tiny-gqa standing in for llama2-7b
-# (stand-in.kiln) and a few of its tuning candidates. It builds nothing.
+# (stand-in.kiln, and stand-in-costs.json) and a few of its tuning
+# candidates. It builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +31,14 @@ if [ "${1:-}" = --emu ]; then
     "$kiln" compile "test/fixtures/$m/model-f16" -o "$kit/$m.kiln" \
       --max-batch 4 >/dev/null
   done
-  "$kiln" compile tiny-gqa -o "$kit/stand-in.kiln" --max-batch 4 >/dev/null
+  # With the cost model's bytes and FLOPs of the profiled steps' kernels,
+  # for the profile's table (bench/profile_table.py; docs/cost-model.md);
+  # no predicted times: those need the kernels compiled and audited
+  # (--target sm_90, ~10 s here), and emu's times mean nothing anyway.
+  "$kiln" compile tiny-gqa -o "$kit/stand-in.kiln" --max-batch 4 \
+    --stats-json "$kit/stand-in-costs.json" \
+    --stats-step decode:1:50 --stats-step prefill:48 \
+    --stats-step decode:4:18 --stats-step prefill:16 >/dev/null
   # One candidate per folder, the families' kinds the real kit times
   # (attention; kiln's own GEMM in decode steps), each a new kernel or two.
   scratch=$(mktemp -d)
@@ -65,9 +74,15 @@ for m in tiny-gqa tiny-mha tiny-dh96 tiny-dh128; do
     --target sm_80,sm_90 --max-batch 4 >/dev/null
 done
 # llama2-7b's shapes, for the benchmark with --random-weights: batches of up
-# to 32 sequences of up to 2304 tokens (a 37.7 GB KV pool).
+# to 32 sequences of up to 2304 tokens (a 37.7 GB KV pool); and the cost
+# model's bytes, FLOPs and predicted times (H200, H100) of the steps
+# gpu_check.sh profiles (a 2048-token prompt and 64 new tokens at batch 1,
+# 32 prompts of 128 tokens and 16 new), for the profile's per-kernel table
+# (bench/profile_table.py; docs/cost-model.md).
 build/bin/kiln compile llama2-7b -o gpu-kit/llama2-7b.kiln --max-batch 32 --max-context 2304 \
-  --target sm_80,sm_90 >/dev/null
+  --target sm_90,sm_80 --stats-json gpu-kit/llama2-7b-costs.json \
+  --stats-step decode:1:2080 --stats-step prefill:2048 \
+  --stats-step decode:32:136 --stats-step prefill:128 >/dev/null
 # Tuning candidates for llama2-7b on the H200 (kiln tune --emit-candidates):
 # decode attention at 512 and 2048 keys for 1 and 8 sequences, prefill
 # attention and cuBLAS's GEMM algorithms at 512 and 2048 tokens (cand/);

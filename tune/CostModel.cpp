@@ -5,25 +5,83 @@
 #include <cmath>
 
 namespace kiln {
+namespace {
+
+/// GH100 as an H200 SXM or an H100 SXM: 132 SMs, the dense fp16 tensor
+/// peak (989.4 TFLOP/s: 4096 FLOPs an SM a clock at 1.83 GHz) and the
+/// CUDA cores at the same clock; they differ in HBM (4.8 TB/s of HBM3e,
+/// 3.35 TB/s of HBM3).
+GpuModel gh100(const char *name, const char *shortName, double hbm) {
+  GpuModel g;
+  g.name = name;
+  g.shortName = shortName;
+  g.sms = 132;
+  g.clockHz = 1.83e9;
+  g.hbmBytesPerSecond = hbm;
+  g.fmaLanesPerSm = 128;
+  g.flops = g.sms * g.fmaLanesPerSm * 2 * g.clockHz;
+  g.tensorFlops = g.sms * 4096.0 * g.clockHz;
+  g.mmaSyncShare = 2.0 / 3.0;
+  g.dependentLaunch = true;
+  return g;
+}
+
+} // namespace
 
 std::optional<GpuModel> gpuModelFor(const std::string &target) {
-  if (target == "sm_90") {
-    GpuModel h200;
-    h200.name = "NVIDIA H200 (cost model)";
-    return h200;
-  }
+  std::vector<GpuModel> models = gpuModelsFor(target);
+  if (models.empty())
+    return std::nullopt;
+  return models.front();
+}
+
+std::vector<GpuModel> gpuModelsFor(const std::string &target) {
+  if (target == "sm_90")
+    return {gh100("NVIDIA H200 (cost model)", "H200", 4.8e12),
+            gh100("NVIDIA H100 SXM (cost model)", "H100", 3.35e12)};
   if (target == "sm_80") {
+    // A100 SXM 80GB: 108 SMs at 1.41 GHz, 64 FP32 lanes and 2048 dense
+    // fp16 tensor FLOPs an SM a clock (19.5 and 312 TFLOP/s), 2.0 TB/s
+    // (2.039) of HBM2e; mma.sync is its native tensor-core instruction.
     GpuModel a100;
     a100.name = "NVIDIA A100 80GB (cost model)";
+    a100.shortName = "A100";
     a100.sms = 108;
+    a100.clockHz = 1.41e9;
     a100.hbmBytesPerSecond = 2.0e12;
     a100.l2BytesPerSecond = 5e12;
-    a100.flops = 19.5e12;
-    a100.tensorFlops = 312e12;
+    a100.fmaLanesPerSm = 64;
+    a100.flops = a100.sms * a100.fmaLanesPerSm * 2 * a100.clockHz;
+    a100.tensorFlops = a100.sms * 2048.0 * a100.clockHz;
+    a100.mmaSyncShare = 1.0;
     a100.sharedBytesPerSm = 164 * 1024;
-    return a100;
+    return {a100};
   }
-  return std::nullopt;
+  return {};
+}
+
+ComputeRate computeRate(const GpuModel &gpu, const WarpWork &w) {
+  ComputeRate r;
+  double tensor = w.mmaFlops + w.wgmmaFlops;
+  r.tensorCores = tensor > 0;
+  double useful = r.tensorCores ? tensor : 32.0 * w.fmaFlopsPerLane;
+  if (useful <= 0)
+    return r;
+  double peak = gpu.tensorFlopsPerSmCycle();
+  std::pair<double, const char *> pipes[] = {
+      {w.mmaFlops / (peak * gpu.mmaSyncShare) + w.wgmmaFlops / peak,
+       "tensor cores"},
+      {32.0 * w.fma / gpu.fmaLanesPerSm, "FMA pipe"},
+      {w.instructions / gpu.issuePerSm, "issue"},
+      {32.0 * w.mufu / gpu.sfuLanesPerSm, "SFU"},
+      {w.sharedCycles, "shared memory"},
+  };
+  auto busiest = std::max_element(
+      std::begin(pipes), std::end(pipes),
+      [](const auto &a, const auto &b) { return a.first < b.first; });
+  r.flopsPerSmCycle = useful / busiest->first;
+  r.limiter = busiest->second;
+  return r;
 }
 
 int blocksPerSm(const GpuModel &gpu, const LaunchCost &l) {
@@ -40,41 +98,92 @@ int blocksPerSm(const GpuModel &gpu, const LaunchCost &l) {
   return int(std::max<int64_t>(fit, 0));
 }
 
-std::optional<double> launchMicros(const GpuModel &gpu, const LaunchCost &l) {
+std::optional<LaunchEstimate> estimateLaunch(const GpuModel &gpu,
+                                             const LaunchCost &l) {
   int per = blocksPerSm(gpu, l);
   if (per == 0)
     return std::nullopt;
-  int64_t blocks = l.grid[0] * l.grid[1] * l.grid[2];
+  LaunchEstimate e;
+  e.blocksPerSm = per;
+  int64_t blocks = std::max<int64_t>(l.grid[0] * l.grid[1] * l.grid[2], 1);
   int64_t concurrent = int64_t(gpu.sms) * per;
+  double perThread = l.bytesInFlight > 0
+                         ? l.bytesInFlight
+                         : double(l.loadBytes) * double(l.loadsInFlight);
+  double warpsPerBlock = double((l.threads + 31) / 32);
   double needed = gpu.hbmBytesPerSecond * gpu.memoryLatency; // in flight
+  double peak = l.flopsPerSmCycle > 0
+                    ? l.flopsPerSmCycle * gpu.sms * gpu.clockHz
+                : l.tensorCores ? gpu.tensorFlops * gpu.mmaSyncShare
+                                : gpu.flops;
+  struct Wave {
+    double seconds, memory, compute, bandwidth;
+  };
   // One wave of `wave` blocks: its share of the traffic, at the bandwidth
-  // its bytes in flight reach (loadsInFlight per thread), or its FLOPs at the
-  // share of the ALUs its threads fill (half the threads an SM holds fill
-  // them); never under two memory latencies.
-  auto waveSeconds = [&](int64_t wave) {
+  // its bytes in flight reach (Little's law), or its FLOPs at the share of
+  // the cores its warps fill (CUDA cores: half the threads an SM holds fill
+  // them; tensor cores: a warp each sub-partition); never under two memory
+  // latencies.
+  auto waveOf = [&](int64_t wave) {
     double share = double(wave) / double(blocks);
-    double inFlight =
-        double(wave) * double(l.threads) * l.loadBytes * l.loadsInFlight;
+    double inFlight = double(wave) * double(l.threads) * perThread;
+    double bandwidth =
+        std::min(gpu.reachableHbm(), inFlight / gpu.memoryLatency);
     double efficiency = std::min(1.0, inFlight / needed);
-    double memory =
-        (l.hbmBytes * share) / (gpu.hbmBytesPerSecond * efficiency) +
-        (l.l2Bytes * share) / (gpu.l2BytesPerSecond * efficiency);
-    double alus = std::min(1.0, double(wave) * double(l.threads) /
-                                    (gpu.sms * gpu.maxThreadsPerSm / 2.0));
-    double compute = l.flops * share / (gpu.flops * alus);
-    return std::max({memory, compute, 2 * gpu.memoryLatency});
+    double memory = (l.hbmBytes * share) / bandwidth +
+                    (l.l2Bytes * share) / (gpu.l2BytesPerSecond * efficiency);
+    double fill =
+        l.tensorCores
+            ? std::min(1.0, double(wave) * warpsPerBlock / gpu.sms / 4.0)
+            : std::min(1.0, double(wave) * double(l.threads) /
+                                (gpu.sms * gpu.maxThreadsPerSm / 2.0));
+    double compute = l.flops * share / (peak * fill);
+    return Wave{std::max({memory, compute, 2 * gpu.memoryLatency}), memory,
+                compute, bandwidth};
   };
   int64_t full = blocks / concurrent, last = blocks % concurrent;
-  double seconds = double(full) * (full ? waveSeconds(concurrent) : 0.0) +
-                   (last ? waveSeconds(last) : 0.0);
-  return seconds * 1e6 + gpu.launchMicros;
+  e.waves = full + (last ? 1 : 0);
+  double seconds = 0;
+  std::optional<Wave> first;
+  using Waves = std::pair<int64_t, int64_t>; // how many, of how many blocks
+  for (auto [count, size] : {Waves{full, concurrent}, Waves{1, last}}) {
+    if (count == 0 || size == 0)
+      continue;
+    Wave w = waveOf(size);
+    if (!first)
+      first = w; // the full waves' (or the only one's)
+    seconds += double(count) * w.seconds;
+    e.memoryMicros += double(count) * w.memory * 1e6;
+    e.computeMicros += double(count) * w.compute * 1e6;
+  }
+  e.bandwidth = first->bandwidth;
+  e.bound =
+      first->seconds == 2 * gpu.memoryLatency &&
+              std::max(first->memory, first->compute) < 2 * gpu.memoryLatency
+          ? "latency"
+      : first->compute > first->memory                ? "compute"
+      : first->bandwidth < gpu.reachableHbm() * 0.999 ? "bytes in flight"
+                                                      : "memory";
+  e.micros = seconds * 1e6 + gpu.launchMicros;
+  return e;
+}
+
+std::optional<double> launchMicros(const GpuModel &gpu, const LaunchCost &l) {
+  auto e = estimateLaunch(gpu, l);
+  if (!e)
+    return std::nullopt;
+  return e->micros;
+}
+
+double gemmBytes(int64_t m, int64_t n, int64_t k) {
+  return (double(m) * double(k) + double(n) * double(k)) * 2 +
+         double(m) * double(n) * 4;
 }
 
 double gemmMicros(const GpuModel &gpu, int64_t m, int64_t n, int64_t k) {
   double flops = 2.0 * double(m) * double(n) * double(k);
-  double bytes = (double(m) * double(k) + double(n) * double(k)) * 2 +
-                 double(m) * double(n) * 4;
-  return std::max(flops / gpu.tensorFlops, bytes / gpu.hbmBytesPerSecond) *
+  return std::max(flops / gpu.tensorFlops,
+                  gemmBytes(m, n, k) / gpu.reachableHbm()) *
              1e6 +
          gpu.launchMicros;
 }

@@ -334,6 +334,66 @@ TEST(SassAudit, WhatRunsBeforeTheWaitForThePreviousGrid) {
   EXPECT_EQ(g.unwaitedLoads, 1);
 }
 
+// What a warp's pass asks of each pipe (the cost model's compute roofs):
+// HMMA by its shape, HGMMA as a warp's quarter of its warpgroup's, the
+// shared-memory pipe at 128 bytes a cycle, the FMA pipe's FLOPs per lane;
+// HFMA2.MMA (ptxas' constant move) is no arithmetic. The compute loop is
+// the innermost one with the most tensor FLOPs, then FMA FLOPs.
+TEST(SassAudit, PipeWorkAndTheComputeLoop) {
+  auto functions = parse(R"sass(
+		Function : f
+        /*0000*/                   LDG.E.128 R8, desc[UR4][R22.64] ;
+        /*0010*/                   FFMA R2, R4, R5, R2 ;
+        /*0020*/                   FFMA R3, R4, R5, R3 ;
+        /*0030*/               @P0 BRA 0x0 ;
+        /*0040*/                   LDSM.16.M88.4 R12, [R3] ;
+        /*0050*/                   LDSM.16.MT88.2 R16, [R3+0x200] ;
+        /*0060*/                   LDS.128 R24, [R3] ;
+        /*0070*/                   LDS.U16 R7, [R3] ;
+        /*0080*/                   HMMA.16816.F32 R28, R12, R16, R28 ;
+        /*0090*/                   HMMA.1688.F32 R32, R12, R18, R32 ;
+        /*00a0*/                   HGMMA.64x128x16.F32 R40, gdesc[UR4], R40 ;
+        /*00b0*/                   MUFU.EX2 R5, R4 ;
+        /*00c0*/                   HFMA2 R6, R4, R5, R6 ;
+        /*00d0*/                   HFMA2.MMA R0, -RZ, RZ, 0, 0 ;
+        /*00e0*/                   FADD R1, R1, R2 ;
+        /*00f0*/               @P1 BRA 0x40 ;
+        /*0100*/                   EXIT ;
+)sass");
+  PipeWork w = pipeWork(functions[0], 0x40, 0xf0);
+  EXPECT_EQ(w.instructions, 12);
+  EXPECT_EQ(w.hmma, 2);
+  EXPECT_EQ(w.mmaFlops, 2 * 16 * 8 * 16 + 2 * 16 * 8 * 8);
+  EXPECT_EQ(w.hgmma, 1);
+  EXPECT_EQ(w.wgmmaFlops, 2 * 64 * 128 * 16 / 4);
+  EXPECT_EQ(w.sharedCycles, 4 + 2 + 4 + 1);
+  EXPECT_EQ(w.mufu, 1);
+  EXPECT_EQ(w.fma, 2); // HFMA2 and FADD
+  EXPECT_EQ(w.fmaFlopsPerLane, 4 + 1);
+
+  std::optional<Loop> compute = computeLoop(functions);
+  ASSERT_TRUE(compute);
+  EXPECT_EQ(compute->begin, 0x40);
+  // Without tensor cores, the loop with the most FMA FLOPs; none computes.
+  auto cuda = parse(R"sass(
+		Function : f
+        /*0000*/                   FFMA R2, R4, R5, R2 ;
+        /*0010*/               @P0 BRA 0x0 ;
+        /*0020*/                   FFMA R2, R4, R5, R2 ;
+        /*0030*/                   FFMA R3, R4, R5, R3 ;
+        /*0040*/               @P1 BRA 0x20 ;
+        /*0050*/                   LDG.E R2, desc[UR4][R20.64] ;
+        /*0060*/               @P2 BRA 0x50 ;
+)sass");
+  ASSERT_TRUE(computeLoop(cuda));
+  EXPECT_EQ(computeLoop(cuda)->begin, 0x20);
+  EXPECT_FALSE(computeLoop(parse(R"sass(
+		Function : f
+        /*0000*/                   LDG.E R2, desc[UR4][R20.64] ;
+        /*0010*/               @P2 BRA 0x0 ;
+)sass")));
+}
+
 TEST(SassAudit, ResourceReports) {
   auto usage = parseResUsage(R"sass(
 Resource usage:

@@ -5,6 +5,8 @@
 #include "codegen/CudaKernel.h"
 #include "frontend/LlamaToKiln.h"
 #include "frontend/ModelSource.h"
+#include "inspect/SassAudit.h"
+#include "tune/Predict.h"
 
 #include "absl/status/statusor.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -82,6 +84,27 @@ absl::Status writeBundleFor(const CompiledModel &m, const CodegenOptions &knobs,
 /// bytes per decode token, arena and KV pool.
 void printStats(mlir::ModuleOp fused, mlir::ModuleOp unfused,
                 const LlamaConfig &config);
+
+/// What kiln compile --stats' predictions need besides the module: the
+/// Program and knobs it was built with, and the SASS audit of its kernels
+/// for `target` (or why there is none).
+struct PredictionInput {
+  const Program *program = nullptr; // null: no plan to predict
+  CodegenOptions knobs;
+  std::string target; // the first --target (sm_90 without one)
+  std::vector<sass::KernelAudit> audits;
+  std::string unaudited;             // why there is no audit; empty: audited
+  std::vector<StepShape> extraSteps; // --stats-step
+};
+
+/// The cost model's predictions (tune/Predict.h) of batch-1 decode steps
+/// and a 2048-token prefill, and of `in.extraSteps`, on every GPU modelled
+/// for the target: printed (with `print`), labelled as predictions, and
+/// written as JSON to `jsonPath` (unless empty), which has each step's and
+/// kernel's bytes and FLOPs also without an audit.
+absl::Status printPredictions(mlir::ModuleOp fused, const std::string &model,
+                              const PredictionInput &in, bool print,
+                              const std::string &jsonPath);
 
 /// Prints "kiln: error: <message>" on stderr and returns `code`.
 int fail(const absl::Status &status, int code = 1);

@@ -39,8 +39,21 @@ cl::opt<Emit> emit("emit", cl::desc("What to print on stdout"),
 cl::opt<bool> stats("stats",
                     cl::desc("Print kernels per step before and after "
                              "fusion, HBM bytes per decode token, arena and "
-                             "KV pool sizes"),
+                             "KV pool sizes, and (with --target) the cost "
+                             "model's predicted step times"),
                     cl::sub(compileCommand()));
+cl::opt<std::string> statsJson(
+    "stats-json",
+    cl::desc("Write the cost model's predictions (every step's and kernel's "
+             "bytes and FLOPs, and with --target their predicted times on "
+             "each modelled GPU) as JSON to this file (docs/cost-model.md)"),
+    cl::value_desc("file"), cl::sub(compileCommand()));
+cl::list<std::string> statsSteps(
+    "stats-step",
+    cl::desc("With --stats or --stats-json, predict this step too: "
+             "decode:ROWS:KEYS (ROWS sequences attending KEYS keys each) or "
+             "prefill:TOKENS"),
+    cl::value_desc("step"), cl::sub(compileCommand()));
 cl::opt<bool> dumpIrAfterAll(
     "dump-ir-after-all",
     cl::desc("Write the IR after the frontend and after every pipeline stage, "
@@ -150,6 +163,34 @@ absl::Status writeBundleFor(const CompiledModel &m, const CodegenOptions &knobs,
 
 namespace {
 
+/// --stats-step: "decode:ROWS:KEYS" or "prefill:TOKENS".
+absl::StatusOr<StepShape> parseStep(StringRef text) {
+  llvm::SmallVector<StringRef> parts;
+  text.split(parts, ':');
+  auto bad = [&] {
+    return absl::InvalidArgumentError(
+        ("--stats-step '" + text +
+         "': expected decode:ROWS:KEYS or prefill:TOKENS (positive numbers)")
+            .str());
+  };
+  StepShape s;
+  if (parts[0] == "decode" && parts.size() == 3) {
+    if (parts[1].getAsInteger(10, s.rows) ||
+        parts[2].getAsInteger(10, s.context))
+      return bad();
+  } else if (parts[0] == "prefill" && parts.size() == 2) {
+    s.prefill = true;
+    if (parts[1].getAsInteger(10, s.rows))
+      return bad();
+    s.context = s.rows;
+  } else {
+    return bad();
+  }
+  if (s.rows <= 0 || s.context <= 0)
+    return bad();
+  return s;
+}
+
 /// 6.74 B, 139.58 K: counts at a glance.
 std::string count(double n) {
   if (n >= 1e9)
@@ -213,6 +254,13 @@ int runCompile() {
   auto knobs = codegenOptions();
   if (!knobs.ok())
     return fail(knobs.status(), 2);
+  std::vector<StepShape> extraSteps;
+  for (const std::string &step : statsSteps) {
+    auto shape = parseStep(step);
+    if (!shape.ok())
+      return fail(shape.status(), 2);
+    extraSteps.push_back(*shape);
+  }
   if (dumpIrAfterAll && dumpDir.empty())
     return fail(absl::InvalidArgumentError(
                     "--dump-ir-after-all: name the folder with --dump-dir"),
@@ -304,6 +352,9 @@ int runCompile() {
     printSummary(*compiled, opts);
   }
   llvm::outs() << tuningReport << bundleReport;
+  // The --target compile's Program and kernels, for the predictions.
+  std::optional<Program> targetProgram;
+  std::vector<CompiledKernel> targetKernels;
   if (!targets.empty()) {
     auto program = buildProgram(*compiled->module, *knobs);
     if (!program)
@@ -338,6 +389,8 @@ int runCompile() {
           "bytes spill loads, cubin {5} bytes\n",
           k.target, k.kernel, k.registers, k.spillStores, k.spillLoads,
           k.cubin.size());
+    targetProgram = std::move(*program);
+    targetKernels = std::move(*compiledKernels);
   }
   if (stats) {
     FrontendOptions tensorLevel = opts;
@@ -346,6 +399,54 @@ int runCompile() {
     if (!unfused.ok())
       return fail(unfused.status());
     printStats(*compiled->module, *unfused->module, compiled->source.config);
+  }
+  if (stats || !statsJson.empty()) {
+    // The predictions: the Program's launches, and the SASS audit of the
+    // kernels compiled for the first target (none without --target).
+    PredictionInput in;
+    in.knobs = *knobs;
+    in.target = targets.empty() ? "sm_90" : targets.front();
+    in.extraSteps = extraSteps;
+    std::optional<Program> program = std::move(targetProgram);
+    if (!program) {
+      auto built = buildProgram(*compiled->module, *knobs);
+      if (built)
+        program = std::move(*built);
+      else if (!statsJson.empty()) // (--stats has said why)
+        return fail(absl::InvalidArgumentError(
+            "--stats-json: no launches to predict: " +
+            toString(built.takeError())));
+      else
+        llvm::consumeError(built.takeError());
+    }
+    in.program = program ? &*program : nullptr;
+    if (targets.empty()) {
+      in.unaudited = "the model reads each kernel's SASS: compile them with "
+                     "--target sm_90";
+    } else if (program) {
+      Bundle bundle{
+          compiled->source.name, compiled->source.config, *program, {}, {},
+          nvrtcVersionString()};
+      for (CompiledKernel &k : targetKernels) // the first target's only
+        if (k.target == in.target) {
+          bundle.cubin[k.kernel][k.target] = std::move(k.cubin);
+          bundle.ptx[k.kernel][k.target] = std::move(k.ptx);
+        }
+      auto tools = sass::findTools();
+      auto audits =
+          tools.ok()
+              ? sass::auditBundle(bundle, *tools)
+              : absl::StatusOr<std::vector<sass::KernelAudit>>(tools.status());
+      if (audits.ok())
+        in.audits = std::move(*audits);
+      else
+        in.unaudited = "the model needs the SASS audit (docs/sass-audit.md): " +
+                       std::string(audits.status().message());
+    }
+    if (absl::Status s = printPredictions(
+            *compiled->module, compiled->source.name, in, stats, statsJson);
+        !s.ok())
+      return fail(s);
   }
   return 0;
 }

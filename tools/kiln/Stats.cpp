@@ -2,17 +2,21 @@
 //
 // What the fusion pipeline bought, in the figures that decide decode speed:
 // kernel launches per step and HBM bytes per token against the floor that
-// any engine must read (the weights and the cached keys and values).
+// any engine must read (the weights and the cached keys and values); and
+// what the cost model predicts of the compiled kernels on an H200 and an
+// H100 (tune/Predict.h, docs/cost-model.md), labelled as predictions.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/BuildProgram.h"
 #include "ir/KernelOpInterface.h"
 #include "ir/KilnOps.h"
+#include "runtime/AtomicFile.h"
 #include "tools/kiln/Commands.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -216,6 +220,340 @@ void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
     os << llvm::formatv("    kv pool      {0} ({1} blocks of {2} tokens)\n",
                         size(pool.getBytes()), pool.getBlocks(),
                         pool.getBlockSize());
+}
+
+namespace {
+
+/// One step's predictions, a GPU each (in gpuModelsFor's order).
+struct PredictedStep {
+  StepShape shape;
+  std::vector<StepPrediction> gpus;
+};
+
+/// "3.412 ms", "61.3 ms": three significant places at least.
+std::string ms(double micros) {
+  double m = micros / 1e3;
+  return llvm::formatv(m < 10 ? "{0:F3} ms" : "{0:F1} ms", m).str();
+}
+
+double mbu(const StepPrediction &p, const GpuModel &gpu) {
+  return p.micros ? p.bytes / (*p.micros * 1e-6) / gpu.hbmBytesPerSecond : 0;
+}
+
+/// Prefill attention's FLOPs over its predicted time, as a share of the
+/// dense fp16 tensor-core peak; none without it.
+std::optional<double> attentionShare(const StepPrediction &p,
+                                     const GpuModel &gpu) {
+  const KernelPrediction *k = p.find("prefill.attn.attention");
+  if (!k || !k->micros || *k->micros <= 0)
+    return std::nullopt;
+  return k->flops / (*k->micros * 1e-6) / gpu.tensorFlops;
+}
+
+/// How a kernel's FLOPs run, for people: "tensor cores" or "CUDA cores (no
+/// HMMA in its SASS)".
+std::string cores(const KernelPrediction &k) {
+  return k.tensorCores ? "tensor cores" : "CUDA cores: no HMMA in its SASS";
+}
+
+/// Why a decode step takes longer than its bytes at the spec bandwidth:
+/// HBM below its spec, the launches, and the kernels that take longer than
+/// their bytes at the reachable bandwidth (the two that lose most).
+std::string decodeLosses(const StepPrediction &p, const GpuModel &gpu) {
+  double spec = p.bytes / gpu.hbmBytesPerSecond * 1e6;
+  double reach = p.bytes / gpu.reachableHbm() * 1e6;
+  std::vector<std::pair<double, const KernelPrediction *>> rest;
+  for (const KernelPrediction &k : p.kernels)
+    if (k.micros)
+      rest.push_back(
+          {*k.micros - k.launchMicros - k.bytes / gpu.reachableHbm() * 1e6,
+           &k});
+  llvm::sort(rest,
+             [](const auto &a, const auto &b) { return a.first > b.first; });
+  std::string out =
+      llvm::formatv("{0} over the bytes at the spec ({1}): "
+                    "{2} HBM at {3:F0}% of its spec, {4} "
+                    "launches ({5}, {6} of them dependent",
+                    ms(*p.micros - spec), ms(spec), ms(reach - spec),
+                    100 * gpu.hbmEfficiency, ms(p.launchMicros), p.launches,
+                    p.dependentLaunches)
+          .str();
+  // What the step would take if PDL hid none of the launch overhead: the
+  // assumption the verdict leans on, in the open.
+  if (p.dependentLaunches > 0)
+    out += llvm::formatv(": {0} if PDL hid nothing",
+                         ms(*p.micros +
+                            double(p.dependentLaunches) *
+                                (gpu.launchMicros - gpu.dependentLaunchMicros)))
+               .str();
+  out += ")";
+  for (size_t i = 0; i < rest.size() && i < 2; ++i)
+    if (rest[i].first > 0.5)
+      out += llvm::formatv(", {0} {1} ({2})", rest[i].second->kernel,
+                           ms(rest[i].first), rest[i].second->bound)
+                 .str();
+  return out;
+}
+
+void printKernels(const StepPrediction &p, const GpuModel &gpu) {
+  auto &os = llvm::outs();
+  os << "    " << describe(p.shape) << " on the " << gpu.shortName
+     << ", each kernel by predicted time\n";
+  os << llvm::formatv("      {0,-40} {1,5} {2,10} {3,6}  {4,-16} {5,7} {6,8}\n",
+                      "kernel", "calls", "us", "share", "bound", "GB/s",
+                      "TFLOP/s");
+  for (const KernelPrediction &k : p.kernels) {
+    if (!k.micros)
+      continue;
+    double seconds = *k.micros * 1e-6;
+    os << llvm::formatv(
+        "      {0,-40} {1,5} {2,10:F1} {3,5:F1}%  {4,-16} {5,7:F0} {6,8:F1}\n",
+        k.kernel, k.calls, *k.micros, 100 * *k.micros / *p.micros, k.bound,
+        k.bytes / seconds / 1e9, k.flops / seconds / 1e12);
+  }
+}
+
+llvm::json::Value predictionJson(const std::string &model,
+                                 const PredictionInput &in,
+                                 const std::vector<GpuModel> &gpus,
+                                 const std::vector<PredictedStep> &steps) {
+  llvm::json::Array gpuList;
+  for (const GpuModel &g : gpus)
+    gpuList.push_back(llvm::json::Object{
+        {"name", g.shortName},
+        {"hbm_tbs", g.hbmBytesPerSecond / 1e12},
+        {"hbm_efficiency", g.hbmEfficiency},
+        {"tensor_tflops", g.tensorFlops / 1e12},
+        {"fp32_tflops", g.flops / 1e12},
+        {"mma_sync_share", g.mmaSyncShare},
+        {"sms", g.sms},
+        {"memory_latency_ns", g.memoryLatency * 1e9},
+        {"launch_us", g.launchMicros},
+        {"dependent_launch_us",
+         g.dependentLaunch ? g.dependentLaunchMicros : g.launchMicros}});
+  llvm::json::Array stepList;
+  for (const PredictedStep &s : steps) {
+    const StepPrediction &first = s.gpus.front();
+    llvm::json::Object predicted;
+    for (size_t g = 0; g < gpus.size(); ++g) {
+      const StepPrediction &p = s.gpus[g];
+      if (!p.micros)
+        continue;
+      llvm::json::Object o{{"us", *p.micros},
+                           {"launch_us", p.launchMicros},
+                           {"dependent_launches", p.dependentLaunches},
+                           {"mbu", mbu(p, gpus[g])}};
+      if (!s.shape.prefill)
+        o["tokens_per_s"] = double(s.shape.rows) * 1e6 / *p.micros;
+      if (auto share = attentionShare(p, gpus[g]); share && s.shape.prefill)
+        o["attention_tensor_share"] = *share;
+      predicted[gpus[g].shortName] = std::move(o);
+    }
+    llvm::json::Array kernels;
+    for (const KernelPrediction &k : first.kernels) {
+      llvm::json::Object us, bound;
+      for (size_t g = 0; g < gpus.size(); ++g)
+        if (const KernelPrediction *o = s.gpus[g].kernel(k.kernel);
+            o && o->micros) {
+          us[gpus[g].shortName] = *o->micros;
+          bound[gpus[g].shortName] = o->bound;
+        }
+      llvm::json::Object o{{"kernel", k.kernel},
+                           {"calls", k.calls},
+                           {"bytes", k.bytes},
+                           {"flops", k.flops},
+                           {"tensor_cores", k.tensorCores}};
+      if (!us.empty() && in.unaudited.empty()) {
+        o["predicted_us"] = std::move(us);
+        o["bound"] = std::move(bound);
+      }
+      kernels.push_back(std::move(o));
+    }
+    stepList.push_back(
+        llvm::json::Object{{"kind", s.shape.prefill ? "prefill" : "decode"},
+                           {"rows", s.shape.rows},
+                           {"context", s.shape.context},
+                           {"launches", first.launches},
+                           {"bytes", first.bytes},
+                           {"flops", first.flops},
+                           {"predicted", std::move(predicted)},
+                           {"kernels", std::move(kernels)}});
+  }
+  llvm::json::Object root{
+      {"format", "kiln-prediction"},
+      {"prediction", "cost model, not measured (docs/cost-model.md)"},
+      {"model", model},
+      {"target", in.target},
+      {"audited", in.unaudited.empty()},
+      {"gpus", std::move(gpuList)},
+      {"steps", std::move(stepList)}};
+  if (!in.unaudited.empty())
+    root["not_predicted"] = in.unaudited;
+  return llvm::json::Value(std::move(root));
+}
+
+} // namespace
+
+absl::Status printPredictions(ModuleOp fused, const std::string &model,
+                              const PredictionInput &in, bool print,
+                              const std::string &jsonPath) {
+  auto &os = llvm::outs();
+  std::vector<GpuModel> gpus =
+      gpuModelsFor(in.target.empty() ? "sm_90" : in.target);
+  if (gpus.empty()) {
+    if (print)
+      os << "  predicted (cost model, not measured): not computed: no GPU "
+            "model for "
+         << in.target << " (the cost model knows sm_80 and sm_90)\n";
+    return absl::OkStatus();
+  }
+  if (!in.program) {
+    if (print)
+      os << "  predicted (cost model, not measured): not computed: no "
+            "launches to predict\n";
+    return absl::OkStatus();
+  }
+  std::map<std::string, KernelFacts> facts = kernelFacts(in.audits, in.target);
+  // Batch-1 decode at 128 keys (the decode target's context) and at the
+  // longest context, a 2048-token prefill (the time to first token), and
+  // --stats-step's.
+  // (The longest context the KV pool holds a sequence.)
+  int64_t prompt = std::min<int64_t>(2048, in.program->prefill.back().rows);
+  const Program &pr = *in.program;
+  int64_t longest = std::min(
+      pr.maxPositions, pr.tableBlocks * std::max<int64_t>(pr.blockSize, 1));
+  std::vector<StepShape> shapes = {{false, 1, std::min<int64_t>(128, longest)},
+                                   {false, 1, longest},
+                                   {true, prompt, prompt}};
+  for (const StepShape &s : in.extraSteps)
+    shapes.push_back(s);
+  auto same = [](const StepShape &a, const StepShape &b) {
+    return a.prefill == b.prefill && a.rows == b.rows && a.context == b.context;
+  };
+  for (size_t i = 1; i < shapes.size();) // once each, in order
+    if (std::any_of(shapes.begin(), shapes.begin() + i,
+                    [&](const StepShape &o) { return same(o, shapes[i]); }))
+      shapes.erase(shapes.begin() + i);
+    else
+      ++i;
+  std::vector<PredictedStep> steps;
+  for (const StepShape &shape : shapes) {
+    PredictedStep step{shape, {}};
+    for (const GpuModel &gpu : gpus) {
+      auto p = predictStep(fused, *in.program, in.knobs, facts, gpu, shape);
+      if (!p)
+        return absl::InvalidArgumentError("predicting " + describe(shape) +
+                                          ": " + toString(p.takeError()));
+      step.gpus.push_back(std::move(*p));
+    }
+    steps.push_back(std::move(step));
+  }
+  if (!jsonPath.empty()) {
+    std::string text;
+    llvm::raw_string_ostream js(text);
+    js << llvm::formatv("{0:2}", predictionJson(model, in, gpus, steps))
+       << "\n";
+    if (absl::Status s = writeFileAtomically(jsonPath, text); !s.ok())
+      return s;
+  }
+  if (!print)
+    return absl::OkStatus();
+  if (!in.unaudited.empty()) {
+    os << "  predicted (cost model, not measured): not computed: "
+       << in.unaudited << "\n";
+    return absl::OkStatus();
+  }
+  os << "  predicted (cost model, not measured; docs/cost-model.md): the "
+     << in.target << " kernels as the SASS audit reads them\n";
+  for (const GpuModel &g : gpus)
+    os << llvm::formatv(
+        "    {0}: {1:F2} TB/s of HBM ({2:F0}% of it reachable, "
+        "assumed), {3:F0} TFLOP/s dense fp16 on tensor cores "
+        "({4:F0}% with mma.sync), {5:F1} fp32, {6} SMs, {7} us "
+        "a launch{8}\n",
+        g.shortName, g.hbmBytesPerSecond / 1e12, 100 * g.hbmEfficiency,
+        g.tensorFlops / 1e12, 100 * g.mmaSyncShare, g.flops / 1e12, g.sms,
+        g.launchMicros,
+        g.dependentLaunch ? llvm::formatv(", {0} us a dependent one (PDL, "
+                                          "assumed)",
+                                          g.dependentLaunchMicros)
+                                .str()
+                          : std::string());
+  auto row = [&](const std::string &label, auto cell) {
+    os << llvm::formatv("    {0,-44}", label);
+    for (size_t g = 0; g < gpus.size(); ++g)
+      os << llvm::formatv(" {0,12}", cell(g));
+    os << "\n";
+  };
+  row("predicted", [&](size_t g) { return gpus[g].shortName; });
+  for (const PredictedStep &s : steps) {
+    if (s.shape.prefill) {
+      row(llvm::formatv("time to first token, {0}-token prompt", s.shape.rows)
+              .str(),
+          [&](size_t g) { return ms(*s.gpus[g].micros); });
+      if (attentionShare(s.gpus[0], gpus[0]))
+        row("  prefill attention, share of tensor peak", [&](size_t g) {
+          return llvm::formatv(
+                     "{0:F1}%",
+                     100 * attentionShare(s.gpus[g], gpus[g]).value_or(0))
+              .str();
+        });
+      continue;
+    }
+    row(llvm::formatv("decode step, batch {0}, {1} keys", s.shape.rows,
+                      s.shape.context)
+            .str(),
+        [&](size_t g) { return ms(*s.gpus[g].micros); });
+    row("  tokens/s", [&](size_t g) {
+      return llvm::formatv("{0:F0}",
+                           double(s.shape.rows) * 1e6 / *s.gpus[g].micros)
+          .str();
+    });
+    row("  MBU: bytes moved / step / spec HBM", [&](size_t g) {
+      return llvm::formatv("{0:F0}%", 100 * mbu(s.gpus[g], gpus[g])).str();
+    });
+    row(llvm::formatv("  of the step, launch overhead ({0} launches)",
+                      s.gpus[0].launches)
+            .str(),
+        [&](size_t g) { return ms(s.gpus[g].launchMicros); });
+    row("    dependent launches (PDL)",
+        [&](size_t g) { return std::to_string(s.gpus[g].dependentLaunches); });
+  }
+  // Issue 16's targets for llama2-7b fp16 on an H200.
+  const PredictedStep &decode = steps.front(),
+                      &prefill =
+                          *llvm::find_if(steps, [](const PredictedStep &s) {
+                            return s.shape.prefill;
+                          });
+  if (model == "llama2-7b" && gpus[0].shortName == "H200") {
+    const StepPrediction &d = decode.gpus[0], &p = prefill.gpus[0];
+    const GpuModel &g = gpus[0];
+    auto verdict = [](bool met) { return met ? "met" : "missed"; };
+    os << "    issue 16's targets, llama2-7b fp16 on the H200 (predicted)\n";
+    bool step = *d.micros <= 3300;
+    os << llvm::formatv("      decode step <= 3.3 ms at {0} keys (>= 300 "
+                        "tokens/s, 85% of HBM): {1}: {2}, {3:F0} tokens/s, "
+                        "MBU {4:F0}%; {5}\n",
+                        decode.shape.context, verdict(step), ms(*d.micros),
+                        1e6 / *d.micros, 100 * mbu(d, g), decodeLosses(d, g));
+    const KernelPrediction &slowest = p.kernels.front();
+    os << llvm::formatv("      time to first token <= 40 ms ({0} tokens): {1}: "
+                        "{2}; the longest kernel {3} takes {4} ({5}, {6})\n",
+                        prefill.shape.rows, verdict(*p.micros <= 40000),
+                        ms(*p.micros), slowest.kernel, ms(*slowest.micros),
+                        slowest.bound, cores(slowest));
+    if (auto share = attentionShare(p, g)) {
+      const KernelPrediction *a = p.find("prefill.attn.attention");
+      os << llvm::formatv("      prefill attention >= 50% of the dense fp16 "
+                          "tensor-core peak: {0}: {1:F1}% ({2:F0} TFLOP/s; "
+                          "{3} bound, {4})\n",
+                          verdict(*share >= 0.5), 100 * *share,
+                          *share * g.tensorFlops / 1e12, a->bound, cores(*a));
+    }
+  }
+  printKernels(decode.gpus[0], gpus[0]);
+  printKernels(prefill.gpus[0], gpus[0]);
+  return absl::OkStatus();
 }
 
 } // namespace kiln
