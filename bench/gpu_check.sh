@@ -213,9 +213,10 @@ for m in tiny-gqa tiny-mha tiny-dh96 tiny-dh128; do
   [ -f "$kit/$m.kiln" ] && fixtures+="$m "
 done
 # A fixture that fails (the run, or its logits against Meta's) is run again
-# without CUDA graphs and synchronized after every launch (KILN_CUDA_SYNC=1):
-# a capture problem passes then, and a kernel's fault is named (the kernel,
-# its grid, block and plan) in the retry's last line.
+# without CUDA graphs or PDL and synchronized after every launch
+# (KILN_CUDA_SYNC=1): a capture or PDL problem passes then, and a kernel's
+# fault is named (the kernel, its grid, block and plan) in the retry's last
+# line.
 say "| fixture | weights | result | kiln-run says |"
 say "|---|---|---|---|"
 for m in $fixtures; do
@@ -243,8 +244,8 @@ for m in $fixtures; do
     if ! fixture_check "$log" && [ "$result" != "$skip" ]; then
       status=1
       first=$result
-      KILN_CUDA_GRAPHS=0 KILN_CUDA_SYNC=1 fixture_check "${log%.txt}-retry.txt"
-      result="$first; again without CUDA graphs, synchronized: $result"
+      KILN_CUDA_GRAPHS=0 KILN_CUDA_PDL=0 KILN_CUDA_SYNC=1 fixture_check "${log%.txt}-retry.txt"
+      result="$first; again without CUDA graphs or PDL, synchronized: $result"
     fi
     # The first run's times, else the retry's.
     timing=$(cat "$log" "${log%.txt}-retry.txt" 2>/dev/null |
