@@ -82,6 +82,20 @@ __device__ __forceinline__ void kiln_load(const __half *p, float *f) {
   }
 }
 
+// N consecutive floats (N = 4: one 16-byte load, p aligned to it; else
+// one at a time).
+template <int N>
+__device__ __forceinline__ void kiln_load_f32(const float *p, float *f) {
+  if constexpr (N == 4) {
+    const float4 v = *reinterpret_cast<const float4 *>(p);
+    f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      f[i] = p[i];
+  }
+}
+
 // One VEC-half chunk of a row as raw bits (VEC = 8, 4, 2 or 1).
 template <int VEC> struct kiln_chunk {
   using type = typename kiln_halves<VEC>::type;
