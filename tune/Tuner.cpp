@@ -151,6 +151,7 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
       l.l2Bytes =
           kvh * double(t.headSlices) * dh * 4 * q * tiles * (tiles + 1) / 2;
       l.flops = h * dh * 4 * s * (s + 1) / 2;
+      l.tensorCores = true; // mma.sync: the template's QK^T and PV
     }
     return l;
   }
