@@ -205,7 +205,8 @@ TEST(BlasMatmul, KilnsGemmIsTheTransposedColumnMajorCall) {
   g.rows = GemmRows::Last;
   g.beta = 1;
   g.f16Out = true;
-  char a[1], w[1], d[1], c[1];
+  // Buffers that hold row 8 (the pointers moved down must stay inside).
+  static char a[9 * 24 * 2], w[1], d[9 * 40 * 2], c[9 * 40 * 2];
   BlasMatmul mm = blasMatmulOf(g, 9, a, w, d, c);
   EXPECT_EQ(mm.transA, BlasOp::T);
   EXPECT_EQ(mm.transB, BlasOp::N);
