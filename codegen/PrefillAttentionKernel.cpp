@@ -1,32 +1,31 @@
 //===- PrefillAttentionKernel.cpp - causal kiln.attention on tensor cores -===//
 //
-// Prefill attention, FlashAttention-2 style. A block takes BM = 16 x WARPS
-// query rows, each a (token, query head) pair: TOK consecutive tokens times
-// the GPC query heads of one KV group (all of them when the group fits), so
-// that each tile of keys and values is read once for the whole group. Warp
-// w owns rows 16w .. 16w + 15.
+// Prefill attention, FlashAttention-2 style. A block takes
+// BM = 16 x MT x WARPS query rows, each a (token, query head) pair: TOK
+// consecutive tokens times the GPC query heads of one KV group (all of them
+// when the group fits), so that each tile of keys and values is read once
+// for the whole group. Warp w owns MT m-tiles of 16 rows, from row 16 MT w.
 //
 // The queries are rotated by RoPE, rounded to f16 and staged in shared
 // memory once, then held in registers as mma A fragments (ldmatrix). The
 // block walks the keys 0 ..= its last row's position BN at a time (tiles
 // wholly in every row's future are never visited); keys and values come
-// from the paged KV pool by cp.async (16 bytes a copy, the page looked up
-// per key row), so a prompt continued from an earlier prefill sees its
-// history. Per tile:
-//   wait for K; issue V's copies            (V lands during QK^T)
+// from the paged KV pool by cp.async (16 bytes a copy), so a prompt
+// continued from an earlier prefill sees its history. Two buffers of a
+// tile's keys and values alternate; per tile:
+//   read the pages of the tile after next; copy the next tile (one group)
+//   wait for this tile's group; barrier
 //   S = Q K^T on tensor cores (mma.sync m16n8k16, K through ldmatrix)
-//   scale, mask the keys past each row's position (only in tiles that
-//   reach past the block's first row), online softmax in fp32 (running max
-//   and sum per row, exp2 with the scale's log2 e folded in)
-//   issue the next tile's K copies          (K lands during PV)
-//   wait for V; O += P V (P from S's registers as f16 A fragments, V
-//   through ldmatrix.trans)
-// Shared memory holds one tile of keys and one of values, rows padded by
-// 16 bytes so that ldmatrix's eight rows fall in distinct banks. The
-// output is O / l in f16. Blocks take the tiles of the last tokens first
-// (the causal work grows with the token). Padding rows (at and past count)
-// compute nothing that is stored. A prefill's rows are all one sequence
-// (that of row 0): a block reads one table's keys.
+//   mask the keys past each row's position (only in tiles that reach past
+//   the block's first row), online softmax in fp32 (running max and sum
+//   per row; each exponent one FFMA into ex2.approx)
+//   O += P V (P from S's registers as f16 A fragments, V through
+//   ldmatrix.trans); barrier
+// Shared rows are padded by 16 bytes so that ldmatrix's eight rows fall in
+// distinct banks. The output is O / l in f16. Blocks take the tiles of the
+// last tokens first (the causal work grows with the token). Padding rows
+// (at and past count) compute nothing that is stored. A prefill's rows are
+// all one sequence (that of row 0): a block reads one table's keys.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
