@@ -90,6 +90,8 @@ struct Thread {
   unsigned collectives = 0;      // tensor-core collectives so far
 };
 
+struct MmaOperands; // tensor_core_emu.h
+
 struct Block {
   uint3 idx{};
   dim3 dim, grid;
@@ -99,6 +101,7 @@ struct Block {
   /// 2 x kExchangeWords per thread, for the warp-collective tensor-core
   /// instructions (fragments, row addresses); sized at their first use.
   std::vector<uint64_t> exchange;
+  std::vector<MmaOperands> mmaOperands; // per warp (tensor_core_emu.h)
 };
 
 inline thread_local Block *block = nullptr;

@@ -69,6 +69,22 @@ inline float bf16Bits(uint16_t bits) {
   return f;
 }
 
+/// A warp's mma operands as floats, decoded once per collective by the
+/// first of its lanes to run after the meeting (fibers of a block take
+/// turns on one OS thread, and no lane can post the next collective's
+/// fragments before every lane is done with this one).
+struct MmaOperands {
+  unsigned call = ~0u;
+  float a[16][16], b[16][8];
+};
+
+inline MmaOperands &mmaOperandsOf(int warp) {
+  std::vector<MmaOperands> &w = block->mmaOperands;
+  if (w.empty())
+    w.resize((block->threads.size() + 31) / 32);
+  return w[warp];
+}
+
 /// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 with C
 /// and D in `acc`: acc += A . B, each of the 16 products summed in fp32 in
 /// k order onto acc.
@@ -99,11 +115,21 @@ inline void mmaM16N8K16(float (&acc)[4], const unsigned (&a)[4],
   auto B = [&](int k, int col) {
     return element(col * 4 + (k % 8) / 2, 4 + (k >= 8), k);
   };
+  MmaOperands &m = mmaOperandsOf(t.linear / 32);
+  if (m.call != call) {
+    for (int row = 0; row < 16; ++row)
+      for (int k = 0; k < 16; ++k)
+        m.a[row][k] = A(row, k);
+    for (int k = 0; k < 16; ++k)
+      for (int col = 0; col < 8; ++col)
+        m.b[k][col] = B(k, col);
+    m.call = call;
+  }
   for (int i = 0; i < 4; ++i) {
     const int row = g + 8 * (i >> 1), col = 2 * q + (i & 1);
     float sum = acc[i];
     for (int k = 0; k < 16; ++k)
-      sum += A(row, k) * B(k, col);
+      sum += m.a[row][k] * m.b[k][col];
     acc[i] = sum;
   }
 }
