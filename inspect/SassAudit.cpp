@@ -317,20 +317,31 @@ std::vector<Loop> findLoops(const Function &f) {
   return loops;
 }
 
-std::optional<Loop> steadyState(const std::vector<Function> &functions) {
-  std::optional<Loop> best;
+namespace {
+/// `visit(function, loop)` for every innermost loop (one holding no other)
+/// of `functions`, its `function` index set.
+template <class Visit>
+void forEachInnermostLoop(const std::vector<Function> &functions, Visit visit) {
   for (const Function &f : functions) {
     std::vector<Loop> loops = findLoops(f);
     for (Loop &l : loops) {
       l.function = int(&f - functions.data());
-      bool innermost = llvm::none_of(loops, [&](const Loop &o) {
-        return &o != &l && l.begin <= o.begin && o.end <= l.end;
-      });
-      if (innermost && l.globalLoadBytes > 0 &&
-          (!best || l.globalLoadBytes > best->globalLoadBytes))
-        best = l;
+      if (llvm::none_of(loops, [&](const Loop &o) {
+            return &o != &l && l.begin <= o.begin && o.end <= l.end;
+          }))
+        visit(f, l);
     }
   }
+}
+} // namespace
+
+std::optional<Loop> steadyState(const std::vector<Function> &functions) {
+  std::optional<Loop> best;
+  forEachInnermostLoop(functions, [&](const Function &, const Loop &l) {
+    if (l.globalLoadBytes > 0 &&
+        (!best || l.globalLoadBytes > best->globalLoadBytes))
+      best = l;
+  });
   return best;
 }
 
@@ -416,22 +427,15 @@ PipeWork pipeWork(const Function &f, int64_t begin, int64_t end) {
 std::optional<Loop> computeLoop(const std::vector<Function> &functions) {
   std::optional<Loop> best;
   std::pair<int64_t, int64_t> bestFlops = {0, 0}; // tensor, then FMA pipe
-  for (const Function &f : functions) {
-    std::vector<Loop> loops = findLoops(f);
-    for (Loop &l : loops) {
-      l.function = int(&f - functions.data());
-      bool innermost = llvm::none_of(loops, [&](const Loop &o) {
-        return &o != &l && l.begin <= o.begin && o.end <= l.end;
-      });
-      PipeWork w = pipeWork(f, l.begin, l.end);
-      std::pair<int64_t, int64_t> flops = {w.mmaFlops + w.wgmmaFlops,
-                                           w.fmaFlopsPerLane};
-      if (innermost && flops > bestFlops) {
-        best = l;
-        bestFlops = flops;
-      }
+  forEachInnermostLoop(functions, [&](const Function &f, const Loop &l) {
+    PipeWork w = pipeWork(f, l.begin, l.end);
+    std::pair<int64_t, int64_t> flops = {w.mmaFlops + w.wgmmaFlops,
+                                         w.fmaFlopsPerLane};
+    if (flops > bestFlops) {
+      best = l;
+      bestFlops = flops;
     }
-  }
+  });
   return best;
 }
 
