@@ -463,18 +463,14 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
             KernelTemplate::linear_epilogue ||
         !lastRows.insert(o.kernelSuffix).second)
       return llvm::Error::success();
-    // Named after the LM head's op, as emitOncePerKernel names the others.
-    std::string provenance = head->getAttrOfType<StringAttr>("kiln.name").str();
     auto epilogue = emitLinearEpilogue(head, o, /*lastRow=*/true);
     if (!epilogue)
       return epilogue.takeError();
-    epilogue->provenance = provenance;
     kernels.push_back(std::move(*epilogue));
     if (o.gemmAlgo == kSmallGemmAlgo) {
       auto gemm = emitSmallGemm(head, o, /*lastRow=*/true);
       if (!gemm)
         return gemm.takeError();
-      gemm->provenance = provenance;
       kernels.push_back(std::move(*gemm));
     }
     return llvm::Error::success();

@@ -154,7 +154,8 @@ std::string tensorCorePrelude();
 /// __half *__restrict__ x, float *__restrict__ c, ...".
 std::string kernelParameters(const CudaKernel &k);
 
-/// A kernel for `op`, named by its kiln.kernel attribute (and `suffix`).
+/// A kernel for `op`, named by its kiln.kernel attribute (and `suffix`),
+/// its provenance the op's kiln.name.
 CudaKernel kernelFor(mlir::Operation *op, llvm::StringRef suffix = "");
 
 /// The module's #kiln.kv_pool as the kernels see it: `constexpr int

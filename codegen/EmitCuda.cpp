@@ -44,8 +44,8 @@ llvm::Expected<CudaKernel> emitTemplate(KernelTemplate t, Operation *op,
 namespace {
 
 /// `emit` of each op of `fn` that `wanted` picks, once per kiln.kernel (the
-/// first op of each names the kernel's provenance); an error names the op's
-/// kernel.
+/// first op of each, which names the kernel's provenance: kernelFor); an
+/// error names the op's kernel.
 llvm::Expected<std::vector<CudaKernel>> emitOncePerKernel(
     Operation *fn, llvm::function_ref<bool(KernelOpInterface)> wanted,
     llvm::function_ref<llvm::Expected<CudaKernel>(KernelOpInterface)> emit) {
@@ -73,7 +73,6 @@ llvm::Expected<std::vector<CudaKernel>> emitOncePerKernel(
           "'): " + toString(k.takeError()));
       return;
     }
-    k->provenance = name.str();
     kernels.push_back(std::move(*k));
   });
   if (error)

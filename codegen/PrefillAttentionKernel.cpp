@@ -93,7 +93,8 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
         std::to_string(t.keys ? t.keys : 16) +
         " keys (prefill-attention-keys) of head dim " + std::to_string(dh) +
         " need " + std::to_string(t.sharedBytes) +
-        " bytes of shared memory, more than the 49152 a block has");
+        " bytes of shared memory, more than the " +
+        std::to_string(kStaticSharedBytes) + " a block has");
 
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.params = shape->params;

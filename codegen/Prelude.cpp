@@ -436,6 +436,10 @@ CudaKernel kernelFor(mlir::Operation *op, llvm::StringRef suffix) {
   k.kernel = (kernel ? kernel.str() : op->getName().getStringRef().str()) +
              suffix.str();
   k.entry = entryName(k.kernel);
+  // Where it comes from: the op's kiln.name (of the first op that runs it,
+  // when layers share it), for errors and kiln inspect.
+  if (auto name = op->getAttrOfType<mlir::StringAttr>("kiln.name"))
+    k.provenance = name.str();
   return k;
 }
 

@@ -65,11 +65,12 @@ std::string launcher(const std::string &entry) {
          entry + ", args);\n  });\n}\n";
 }
 
+/// `headers`: headersText's, read once for all the kernels.
 absl::StatusOr<EmuLaunchFn> compileOne(const KernelCode &k,
-                                       const std::string &header,
+                                       const std::string &headers,
                                        const std::string &command) {
   std::string source = k.source + launcher(k.entry);
-  std::string key = hash(command + "\n" + headersText(header) + "\n" + source);
+  std::string key = hash(command + "\n" + headers + "\n" + source);
   std::string dir = cacheDir();
   std::string so = dir + "/" + k.entry + "-" + key + ".so";
   if (!fs::exists(so)) {
@@ -128,10 +129,11 @@ compileEmuKernels(const std::vector<KernelCode> &kernels) {
       " -std=c++17 -O2 -fno-strict-aliasing -fPIC -shared -w -x c++ -I'",
       env("KILN_CUDA_INCLUDE", KILN_CUDA_INCLUDE_DIR), "' -include '", header,
       "'", sanitize, " ", env("KILN_EMU_CXXFLAGS", ""));
+  const std::string headers = headersText(header);
   std::vector<std::future<absl::StatusOr<EmuLaunchFn>>> jobs;
   for (const KernelCode &k : kernels)
     jobs.push_back(std::async(std::launch::async, compileOne, std::cref(k),
-                              std::cref(header), std::cref(command)));
+                              std::cref(headers), std::cref(command)));
   std::vector<EmuLaunchFn> fns;
   for (auto &job : jobs) {
     auto fn = job.get();
