@@ -76,9 +76,11 @@ WeightBuffer manifestEntry(Operation *op) {
     w.name = weight.getName().str();
     w.sources = {{w.name, {type.getShape().begin(), type.getShape().end()}}};
     w.cols = type.getDimSize(type.getRank() - 1);
+    w.quant = weightQuant(type);
     return w;
   }
   auto packed = cast<PackedWeightOp>(op);
+  w.quant = weightQuant(packed.getType());
   w.name = packed.getName().str();
   w.cols = packed.getType().getDimSize(1);
   for (auto [s, rows] : llvm::zip(packed.getSources(), packed.getRows()))

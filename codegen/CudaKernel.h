@@ -154,6 +154,10 @@ std::string tensorCorePrelude();
 /// __half *__restrict__ x, float *__restrict__ c, ...".
 std::string kernelParameters(const CudaKernel &k);
 
+/// Fails when `weight`'s type is quantized (#kiln.quant): the f16 templates
+/// cannot read it.
+llvm::Error requireDenseWeight(mlir::Type weight);
+
 /// A kernel for `op`, named by its kiln.kernel attribute (and `suffix`),
 /// its provenance the op's kiln.name.
 CudaKernel kernelFor(mlir::Operation *op, llvm::StringRef suffix = "");

@@ -25,6 +25,8 @@ llvm::Expected<LinearShape> linearShape(Operation *op) {
   auto w = cast<RankedTensorType>(weight.getType());
   if (llvm::Error e = requireF16(w.getElementType()))
     return std::move(e);
+  if (llvm::Error e = requireDenseWeight(w))
+    return std::move(e);
   if (llvm::Error e =
           requireF16(cast<RankedTensorType>(input.getType()).getElementType()))
     return std::move(e);

@@ -468,6 +468,15 @@ llvm::Error requireF16(mlir::Type element) {
       "CUDA templates take f16 storage (compile with --dtype f16)");
 }
 
+llvm::Error requireDenseWeight(mlir::Type weight) {
+  auto quant = weightQuant(weight);
+  if (!quant)
+    return llvm::Error::success();
+  return llvm::createStringError(
+      "this template reads f16 weights, not " + quant->name() +
+      " (a quantized weight runs through its quantized GEMM)");
+}
+
 ResultStores resultStores(mlir::Operation *op, CudaKernel &k) {
   ResultStores r;
   std::string body;

@@ -27,6 +27,8 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   auto qkv = cast<FusedQKVOp>(op);
   auto cache = cast<KVCacheType>(qkv.getCache().getType());
   auto w = cast<RankedTensorType>(qkv.getWeight().getType());
+  if (llvm::Error e = requireDenseWeight(w))
+    return std::move(e);
   if (llvm::Error e = requireF16(w.getElementType()))
     return std::move(e);
   QkvShape s;

@@ -29,6 +29,8 @@ llvm::Expected<CudaKernel>
 emitSmallGemm(Operation *op, const CodegenOptions &opts, bool lastRow) {
   auto w = cast<RankedTensorType>(op->getOperand(1).getType());
   auto x = cast<RankedTensorType>(op->getOperand(0).getType());
+  if (llvm::Error e = requireDenseWeight(w))
+    return std::move(e);
   if (llvm::Error e = requireF16(w.getElementType()))
     return std::move(e);
   if (llvm::Error e = requireF16(x.getElementType()))

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/LlamaToKiln.h"
 #include "ir/KilnOps.h"
+#include "runtime/QuantLayout.h"
 
 #include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -96,8 +97,13 @@ private:
 
   Value linear(const std::string &module, Value x, int64_t out) {
     int64_t in = cast<RankedTensorType>(x.getType()).getDimSize(1);
-    return b.create<LinearOp>(loc(module), act(out), x,
-                              weight(module + ".weight", {out, in}));
+    Attribute quant;
+    if (opts.quantize)
+      quant = QuantAttr::get(b.getContext(), *opts.quantize);
+    std::string name = module + ".weight";
+    Value w = b.create<WeightOp>(
+        loc(name), RankedTensorType::get({out, in}, et, quant), name);
+    return b.create<LinearOp>(loc(module), act(out), x, w);
   }
 
   Value layer(int64_t l, Value h, Value &cache) {
@@ -170,6 +176,20 @@ private:
 };
 
 } // namespace
+
+absl::Status checkQuantizable(const LlamaConfig &c, const QuantFormat &f) {
+  struct Projection {
+    const char *module;
+    int64_t cols;
+  };
+  for (Projection p : {Projection{"self_attn.q_proj", c.hiddenSize},
+                       {"mlp.down_proj", c.intermediateSize}})
+    if (std::string e = quantShapeError(f, p.cols); !e.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--quantize ", f.name(), ": weight 'model.layers.0.",
+                       p.module, ".weight' cannot be quantized: ", e));
+  return absl::OkStatus();
+}
 
 OwningOpRef<ModuleOp> buildLlamaModule(MLIRContext &ctx,
                                        const LlamaConfig &config,

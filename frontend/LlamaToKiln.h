@@ -33,7 +33,15 @@ struct FrontendOptions {
   int64_t maxBatch = 1, maxContext = 0;
   /// Bytes for the KV pool (0: what maxBatch sequences of maxContext need).
   int64_t kvMemory = 0;
+  /// Quantize the seven projections of every layer (--quantize): their
+  /// weights' types carry #kiln.quant.
+  std::optional<QuantFormat> quantize;
 };
+
+/// OK, or why `format` cannot quantize the config's projections, naming
+/// the first weight it cannot hold.
+absl::Status checkQuantizable(const LlamaConfig &config,
+                              const QuantFormat &format);
 
 /// Builds the module: `func.func @prefill` (a run of S new tokens, S
 /// dynamic) and `func.func @decode` (one token), each taking

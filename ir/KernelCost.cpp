@@ -28,6 +28,8 @@ int64_t elements(Value v, CostShape shape) {
 
 int64_t bytes(Value v, CostShape shape) {
   auto type = cast<RankedTensorType>(v.getType());
+  if (auto quant = weightQuant(type)) // codes, scales and zero points
+    return quant->bytes(type.getDimSize(0), type.getDimSize(1));
   return elements(v, shape) * type.getElementTypeBitWidth() / 8;
 }
 

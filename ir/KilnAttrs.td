@@ -6,6 +6,7 @@
 include "ir/KilnDialect.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
+include "mlir/IR/TensorEncoding.td"
 
 // Which dimensions of a head RoPE rotates together. Hugging Face checkpoints
 // pair (i, i + head_dim/2); Meta's original checkpoints pair (2i, 2i + 1).
@@ -79,6 +80,31 @@ def Kiln_KVPoolAttr : AttrDef<Kiln_Dialect, "KVPool"> {
                         "int64_t":$bytes, "int64_t":$sequences,
                         "int64_t":$table_blocks);
   let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Kiln_QuantAttr : AttrDef<Kiln_Dialect, "Quant",
+    [DeclareAttrInterfaceMethods<VerifiableTensorEncoding>]> {
+  let mnemonic = "quant";
+  let summary = "a quantized weight: the encoding of its tensor type";
+  let description = [{
+    On a weight's tensor type (`kiln.weight`, `kiln.packed_weight`), says
+    that the runtime stores it quantized: int8 or int4 codes with an f16
+    scale per `group` columns of a row (no group: one per row) and, with
+    `zero_points`, a zero code per group; or fp8 e4m3 with a scale per row.
+    The tensor keeps its dequantized shape and element type, so every op
+    reads it as it reads any weight: `W[r, c] = (code - zero) * scale`
+    (docs/quantization.md). The group divides the columns; int8 and fp8
+    may go without one, int4 per row too; fp8 has no zero points.
+
+    ```mlir
+    %w = kiln.weight "model.layers.0.mlp.down_proj.weight" : tensor<4096x11008xf16, #kiln.quant<int4, group = 128>>
+    %u = kiln.weight "model.layers.0.mlp.up_proj.weight" : tensor<11008x4096xf16, #kiln.quant<int4, group = 64, zero_points>>
+    %q = kiln.weight "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xf16, #kiln.quant<fp8>>
+    ```
+  }];
+  let parameters = (ins "::kiln::QuantFormat":$format);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
 }
 
 #endif // KILN_ATTRS_TD

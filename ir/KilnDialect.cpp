@@ -33,6 +33,82 @@ void KilnDialect::initialize() {
       >();
 }
 
+std::optional<QuantFormat> kiln::weightQuant(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (auto quant = tensor ? dyn_cast_or_null<QuantAttr>(tensor.getEncoding())
+                          : QuantAttr())
+    return quant.getFormat();
+  return std::nullopt;
+}
+
+/// #kiln.quant<int4, group = 128, zero_points>: the kind, then what it has.
+Attribute QuantAttr::parse(AsmParser &parser, Type) {
+  QuantFormat f;
+  StringRef kind;
+  SMLoc at = parser.getCurrentLocation();
+  if (parser.parseLess() || parser.parseKeyword(&kind))
+    return {};
+  if (kind == "int4")
+    f.kind = QuantKind::Int4;
+  else if (kind == "fp8")
+    f.kind = QuantKind::FP8;
+  else if (kind != "int8")
+    return parser.emitError(at, "expected int8, int4 or fp8, not ") << kind,
+           Attribute();
+  while (succeeded(parser.parseOptionalComma())) {
+    if (succeeded(parser.parseOptionalKeyword("zero_points"))) {
+      f.zeroPoints = true;
+      continue;
+    }
+    if (parser.parseKeyword("group") || parser.parseEqual() ||
+        parser.parseInteger(f.group))
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return QuantAttr::getChecked([&] { return parser.emitError(at); },
+                               parser.getContext(), f);
+}
+
+void QuantAttr::print(AsmPrinter &printer) const {
+  const QuantFormat &f = getFormat();
+  printer << "<"
+          << (f.kind == QuantKind::Int4  ? "int4"
+              : f.kind == QuantKind::FP8 ? "fp8"
+                                         : "int8");
+  if (f.group)
+    printer << ", group = " << f.group;
+  if (f.zeroPoints)
+    printer << ", zero_points";
+  printer << ">";
+}
+
+LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                QuantFormat f) {
+  if (f.group < 0)
+    return emitError() << "#kiln.quant: the group must be positive";
+  if (f.kind == QuantKind::FP8 && (f.group || f.zeroPoints))
+    return emitError() << "#kiln.quant: fp8 has one scale per row and no "
+                          "zero points";
+  return success();
+}
+
+LogicalResult
+QuantAttr::verifyEncoding(ArrayRef<int64_t> shape, Type elementType,
+                          function_ref<InFlightDiagnostic()> emitError) const {
+  if (shape.size() != 2 || ShapedType::isDynamic(shape[1]))
+    return emitError() << "#kiln.quant: a quantized weight is a matrix of "
+                          "static columns";
+  if (!llvm::isa<Float16Type, BFloat16Type, Float32Type>(elementType))
+    return emitError() << "#kiln.quant: a quantized weight dequantizes to "
+                          "f16, bf16 or f32";
+  int64_t group = getFormat().group;
+  if (group && shape[1] % group)
+    return emitError() << "#kiln.quant: group " << group
+                       << " does not divide the " << shape[1] << " columns";
+  return success();
+}
+
 LogicalResult KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                                   int64_t layers, int64_t capacity,
                                   int64_t kvHeads, int64_t headDim,

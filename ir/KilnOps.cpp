@@ -137,9 +137,20 @@ LogicalResult verifyHeads(Operation *op, int64_t heads, int64_t kvHeads,
 }
 } // namespace
 
+/// A weight type's encoding is #kiln.quant or none.
+static LogicalResult verifyWeightEncoding(Operation *op, Type type) {
+  Attribute encoding = cast<RankedTensorType>(type).getEncoding();
+  if (encoding && !isa<QuantAttr>(encoding))
+    return op->emitOpError()
+           << "a weight's encoding must be #kiln.quant, not " << encoding;
+  return success();
+}
+
 LogicalResult WeightOp::verify() {
   if (getName().empty())
     return emitOpError() << "needs a non-empty weight name";
+  if (failed(verifyWeightEncoding(*this, getType())))
+    return failure();
   if (!getType().hasStaticShape())
     return emitOpError() << "weight '" << getName()
                          << "' must have a static shape";
@@ -154,6 +165,8 @@ LogicalResult EmbeddingOp::verify() {
                          << table.getDimSize(1);
   if (!compatible(out.getDimSize(0), tensorType(getTokens()).getDimSize(0)))
     return emitOpError() << "result rows differ from the token count";
+  if (weightQuant(table))
+    return emitOpError() << "cannot look rows up in a quantized table";
   return verifySameElement(*this, getTable(), "table", getResult(), "result");
 }
 
@@ -324,6 +337,8 @@ LogicalResult DivOp::verify() {
 LogicalResult PackedWeightOp::verify() {
   if (getName().empty())
     return emitOpError() << "needs a non-empty name";
+  if (failed(verifyWeightEncoding(*this, getType())))
+    return failure();
   if (getSources().empty() || getSources().size() != getRows().size())
     return emitOpError() << "needs one row count per source, and at least "
                             "one source";

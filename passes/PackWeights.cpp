@@ -51,7 +51,8 @@ PackedWeightOp packWeights(PatternRewriter &rewriter, ArrayRef<Value> weights,
     auto name = weightName(w);
     auto type = cast<RankedTensorType>(w.getType());
     if (!name || type.getDimSize(1) != first.getDimSize(1) ||
-        type.getElementType() != first.getElementType())
+        type.getElementType() != first.getElementType() ||
+        type.getEncoding() != first.getEncoding()) // one format a buffer
       return nullptr;
     sources.push_back(*name);
     rows.push_back(type.getDimSize(0));
@@ -66,7 +67,8 @@ PackedWeightOp packWeights(PatternRewriter &rewriter, ArrayRef<Value> weights,
   }
   int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t(0));
   auto type = RankedTensorType::get({total, first.getDimSize(1)},
-                                    first.getElementType());
+                                    first.getElementType(),
+                                    first.getEncoding());
   return rewriter.create<PackedWeightOp>(
       rewriter.getFusedLoc(locs), type, packedName(sources),
       rewriter.getStrArrayAttr(sources), rewriter.getDenseI64ArrayAttr(rows),

@@ -11,7 +11,8 @@ namespace kiln {
 /// Builds a kiln.packed_weight (at the rewriter's insertion point) that
 /// stacks `weights`, each defined by a kiln.weight, and folds `normWeight`
 /// (a kiln.weight, or null) into its columns. Returns null when a value is
-/// not a named weight or the column counts or element types differ.
+/// not a named weight or the column counts, element types or #kiln.quant
+/// formats differ (the packed weight has theirs).
 PackedWeightOp packWeights(mlir::PatternRewriter &rewriter,
                            llvm::ArrayRef<mlir::Value> weights,
                            mlir::Value normWeight);

@@ -170,6 +170,15 @@ std::vector<float> pv(const std::vector<float> &p, const float *v,
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
+/// w[rows, cols] as the runtime stores it in `format` (--quantize's round
+/// to nearest), dequantized exactly: the quantized model the devices run.
+std::vector<float> roundTrip(const std::vector<float> &w, int64_t rows,
+                             int64_t cols, const QuantFormat &format) {
+  std::vector<float> out(w.size()); // [rows, cols]
+  quantizeRoundToNearest(w.data(), rows, cols, format).dequantize(out.data());
+  return out;
+}
+
 /// Every cache write (kv_write, fused_qkv) updates the one cache in place,
 /// which is right only when each other reader of its cache operand runs before
 /// it.
@@ -236,7 +245,14 @@ RefDevice::create(ModuleOp module, const WeightSet &weights) {
     if (!status.ok())
       return;
     if (auto w = dyn_cast<WeightOp>(op)) {
-      status = load(w.getName().str(), w.getType().getNumElements()).status();
+      auto type = w.getType();
+      auto values = load(w.getName().str(), type.getNumElements());
+      status = values.status();
+      if (auto quant = weightQuant(type); quant && values.ok())
+        dev->quantized_[w.getName().str()] =
+            std::make_shared<const std::vector<float>>(
+                roundTrip(**values, type.getDimSize(0), type.getDimSize(1),
+                          *quant));
     } else if (auto p = dyn_cast<PackedWeightOp>(op)) {
       if (!dev->packed_.count(p.getName().str()))
         status = dev->pack(p, load);
@@ -258,6 +274,10 @@ absl::Status RefDevice::pack(PackedWeightOp op, const LoadFn &load) {
       return w.status();
     row = std::copy((*w)->begin(), (*w)->end(), row);
   }
+  // Quantized: the stacked rows (each quantized alone, as its source
+  // would be), then the norm folded in exactly.
+  if (auto quant = weightQuant(type))
+    *packed = roundTrip(*packed, type.getDimSize(0), k, *quant);
   if (auto norm = op.getScaledBy()) { // fold the norm weight into columns
     auto g = load(norm->str(), k);
     if (!g.ok())
@@ -356,7 +376,10 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
     absl::Status status =
         llvm::TypeSwitch<Operation *, absl::Status>(op)
             .Case([&](WeightOp w) {
-              set(0, shared(w.getType(), weights_.at(w.getName().str())));
+              std::string name = w.getName().str();
+              set(0, shared(w.getType(), weightQuant(w.getType())
+                                             ? quantized_.at(name)
+                                             : weights_.at(name)));
               return absl::OkStatus();
             })
             .Case([&](PackedWeightOp w) {

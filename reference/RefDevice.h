@@ -53,6 +53,8 @@ private:
   mlir::ModuleOp module_;
   /// Every weight the module names, converted to float32 once.
   std::map<std::string, std::shared_ptr<const std::vector<float>>> weights_;
+  /// Every quantized kiln.weight, dequantized, by its name.
+  std::map<std::string, std::shared_ptr<const std::vector<float>>> quantized_;
   /// Every packed weight, by its name.
   std::map<std::string, std::shared_ptr<const std::vector<float>>> packed_;
   /// The sequence's KV cache: per layer, [capacity, kv_heads*head_dim].

@@ -1,5 +1,6 @@
 //===- Bundle.cpp - a safetensors-layout file with the Program as JSON ----===//
 #include "runtime/Bundle.h"
+#include "runtime/QuantLayout.h"
 #include "runtime/Hash.h"
 #include "runtime/JsonRead.h"
 #include "runtime/SafeTensors.h"
@@ -100,10 +101,13 @@ Json programJson(const Bundle &b) {
     Json sources = Json::array();
     for (const WeightSource &s : w.sources)
       sources.push_back({{"name", s.name}, {"shape", s.shape}});
-    weights.push_back({{"name", w.name},
-                       {"sources", sources},
-                       {"cols", w.cols},
-                       {"scaled_by", w.scaledBy}});
+    Json entry = {{"name", w.name},
+                  {"sources", sources},
+                  {"cols", w.cols},
+                  {"scaled_by", w.scaledBy}};
+    if (w.quant) // absent: f16
+      entry["quant"] = w.quant->name();
+    weights.push_back(std::move(entry));
   }
   for (const Launch &l : p.decode)
     launches.push_back(launchJson(l));
@@ -335,6 +339,19 @@ absl::Status readProgram(const Json &j, Bundle &b) {
     for (const Json &s : w.at("sources"))
       buffer.sources.push_back({s.at("name").get<std::string>(),
                                 jsonIntegers<int64_t>(s.at("shape"))});
+    if (w.contains("quant")) {
+      std::string name = w.at("quant").get<std::string>();
+      buffer.quant = QuantFormat::parse(name);
+      if (!buffer.quant)
+        return absl::InvalidArgumentError(
+            absl::StrCat("weight '", buffer.name, "' has quant '", name,
+                         "', which is not a format (", quantFormatChoices(),
+                         ")"));
+      if (std::string e = quantShapeError(*buffer.quant, buffer.cols);
+          !e.empty())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "weight '", buffer.name, "' cannot be ", name, ": ", e));
+    }
     weightNames[buffer.name] = true;
     p.weights.push_back(std::move(buffer));
   }

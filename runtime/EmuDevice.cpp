@@ -83,13 +83,13 @@ EmuDevice::create(Program program, const WeightProvider &weights) {
   dev->kernels_ = std::move(*kernels);
   int64_t total = 0, done = 0;
   for (const WeightBuffer &w : p.weights)
-    total += weightRows(w) * w.cols * 2;
+    total += weightBufferBytes(w);
   Progress progress("weights", total);
   for (const WeightBuffer &w : p.weights) {
     auto packed = weights.pack(w);
     if (!packed.ok())
       return packed.status();
-    done += int64_t(packed->size()) * 2;
+    done += int64_t(packed->size());
     dev->weights_[w.name] = std::move(*packed);
     progress.update(done);
   }

@@ -43,7 +43,7 @@ private:
   std::vector<EmuLaunchFn> kernels_;
   // Each plan's launches as a fault names them (by plan).
   std::map<const std::vector<Launch> *, std::vector<std::string>> launchNames_;
-  std::map<std::string, std::vector<uint16_t>> weights_; // f16 bits
+  std::map<std::string, std::vector<uint8_t>> weights_; // pack()s bytes
   std::vector<uint8_t> arena_, pool_;
   std::vector<float> workspace_;
   std::vector<uint32_t> counters_;

@@ -1,12 +1,14 @@
 //===- PlanDevice.cpp -----------------------------------------------------===//
 #include "runtime/PlanDevice.h"
 #include "runtime/BlasMatmul.h"
+#include "runtime/QuantLayout.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace kiln {
 
@@ -16,6 +18,31 @@ int64_t weightRows(const WeightBuffer &w) {
     rows += s.shape.size() == 2 ? s.shape[0] : 1;
   return rows;
 }
+
+int64_t weightBufferBytes(const WeightBuffer &w) {
+  if (w.quant)
+    return quantLayout(*w.quant, weightRows(w), w.cols, !w.scaledBy.empty())
+        .bytes;
+  return weightRows(w) * w.cols * 2;
+}
+
+namespace {
+/// A quantized buffer from its stacked rows w[rows, cols] and the norm
+/// weight (f16 bits, or empty).
+std::vector<uint8_t> quantizedBuffer(const WeightBuffer &b,
+                                     const std::vector<float> &w,
+                                     const std::vector<uint16_t> &norm) {
+  QuantizedMatrix q =
+      quantizeRoundToNearest(w.data(), weightRows(b), b.cols, *b.quant);
+  return packForKernels(q, norm.empty() ? nullptr : norm.data());
+}
+
+std::vector<uint8_t> bytesOf(const std::vector<uint16_t> &halves) {
+  std::vector<uint8_t> out(halves.size() * 2);
+  std::memcpy(out.data(), halves.data(), out.size());
+  return out;
+}
+} // namespace
 
 std::vector<uint16_t> WeightProvider::randomValues(uint32_t stream,
                                                    int64_t first, int64_t count,
@@ -35,13 +62,23 @@ std::vector<uint16_t> WeightProvider::randomValues(uint32_t stream,
   return out;
 }
 
-absl::StatusOr<std::vector<uint16_t>>
+absl::StatusOr<std::vector<uint8_t>>
 WeightProvider::pack(const WeightBuffer &w) const {
+  const int64_t elements = weightRows(w) * w.cols;
   if (isRandom()) {
     uint32_t stream = 0; // the buffer's name picks its stream
     for (char c : w.name)
       stream = stream * 31 + uint8_t(c);
-    return randomValues(stream, 0, weightRows(w) * w.cols, w.cols);
+    std::vector<uint16_t> values = randomValues(stream, 0, elements, w.cols);
+    if (!w.quant)
+      return bytesOf(values);
+    std::vector<float> rows(elements); // [rows, cols]
+    for (int64_t i = 0; i < elements; ++i)
+      rows[i] = halfToFloat(values[i]);
+    std::vector<uint16_t> norm;
+    if (!w.scaledBy.empty())
+      norm.assign(w.cols, floatToHalf(1.0f));
+    return quantizedBuffer(w, rows, norm);
   }
   const WeightSet &weights = *weights_;
   std::vector<float> scale(w.cols, 1.0f); // [cols]
@@ -53,19 +90,29 @@ WeightProvider::pack(const WeightBuffer &w) const {
                        w.cols, " elements"));
     g->toFloat(scale.data());
   }
-  std::vector<uint16_t> out; // [sum(rows), cols]
+  std::vector<float> rows; // [sum(rows), cols]: the sources stacked
+  rows.reserve(elements);
   for (const WeightSource &source : w.sources) {
     const TensorView *t = weights.find(source.name);
     if (!t || t->shape != source.shape)
       return absl::InvalidArgumentError(
           absl::StrCat(weights.origin(), ": no weight '", source.name,
                        "' of shape ", shapeString(source.shape)));
-    std::vector<float> rows(t->numElements());
-    t->toFloat(rows.data());
-    for (size_t j = 0; j < rows.size(); ++j)
-      out.push_back(floatToHalf(rows[j] * scale[j % w.cols]));
+    size_t at = rows.size();
+    rows.resize(at + t->numElements());
+    t->toFloat(rows.data() + at);
   }
-  return out;
+  if (w.quant) {
+    // The norm stays apart: the kernels scale x by it (QuantLayout.h).
+    std::vector<uint16_t> norm;
+    for (float g : w.scaledBy.empty() ? std::vector<float>() : scale)
+      norm.push_back(floatToHalf(g));
+    return quantizedBuffer(w, rows, norm);
+  }
+  std::vector<uint16_t> out(elements); // [sum(rows), cols] f16
+  for (int64_t j = 0; j < elements; ++j)
+    out[j] = floatToHalf(rows[j] * scale[j % w.cols]);
+  return bytesOf(out);
 }
 
 PlanDevice::PlanDevice(Program program) : program_(std::move(program)) {
@@ -87,7 +134,7 @@ PlanDevice::PlanDevice(Program program) : program_(std::move(program)) {
     tables_[b] = int32_t(b);
   blocksOf_[0] = first;
   for (const WeightBuffer &w : p.weights)
-    weightBytes_[w.name] = weightRows(w) * w.cols * 2;
+    weightBytes_[w.name] = weightBufferBytes(w);
 }
 
 void PlanDevice::recordLaunch(const Launch &l, double micros) {
@@ -130,7 +177,7 @@ PlanDevice::checkMemory(int64_t available, const std::string &what,
   const Program &p = program_;
   int64_t weights = 0;
   for (const WeightBuffer &w : p.weights)
-    weights += weightRows(w) * w.cols * 2;
+    weights += weightBufferBytes(w);
   int64_t rows = int64_t(tokens_.size());
   // Tables, sampling state and the step's inputs and outputs.
   int64_t small = int64_t(tables_.size()) * 4 + p.sequences * p.vocab * 4 +

@@ -33,8 +33,9 @@ public:
     return WeightProvider(nullptr, seed);
   }
   bool isRandom() const { return weights_ == nullptr; }
-  /// One buffer, [rows, cols] f16 bits.
-  absl::StatusOr<std::vector<uint16_t>> pack(const WeightBuffer &w) const;
+  /// One buffer's bytes: [rows, cols] f16, or quantized in the kernels'
+  /// layout (weightBufferBytes of them).
+  absl::StatusOr<std::vector<uint8_t>> pack(const WeightBuffer &w) const;
   /// `count` random f16 values of a buffer with `cols` columns, from
   /// element `first` of the stream `stream`.
   std::vector<uint16_t> randomValues(uint32_t stream, int64_t first,
@@ -49,6 +50,9 @@ private:
 
 /// Rows of a weight buffer: its sources' rows (a [cols] source is one).
 int64_t weightRows(const WeightBuffer &w);
+
+/// Bytes of a weight buffer on the device.
+int64_t weightBufferBytes(const WeightBuffer &w);
 
 /// One row of a batched decode step: a sequence's next token.
 struct BatchRow {

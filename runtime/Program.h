@@ -12,7 +12,10 @@
 #ifndef KILN_RUNTIME_PROGRAM_H
 #define KILN_RUNTIME_PROGRAM_H
 
+#include "runtime/QuantFormat.h"
+
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -132,12 +135,15 @@ struct WeightSource {
 
 /// One weight buffer: the `sources` (each [rows, cols], or [cols]) stacked
 /// row after row, the columns scaled by the [cols] tensor `scaledBy` when
-/// set (a folded RMSNorm weight), stored as f16.
+/// set (a folded RMSNorm weight), stored as f16; or with `quant`, the
+/// stacked rows quantized to that format and `scaledBy` kept beside them
+/// (runtime/QuantLayout.h).
 struct WeightBuffer {
   std::string name;
   std::vector<WeightSource> sources;
   int64_t cols = 0;
   std::string scaledBy;
+  std::optional<QuantFormat> quant = {};
 };
 
 struct Program {

@@ -294,7 +294,7 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
   const Program &p = program_;
   int64_t weightBytes = 0;
   for (const WeightBuffer &w : p.weights)
-    weightBytes += weightRows(w) * w.cols * 2;
+    weightBytes += weightBufferBytes(w);
   int64_t rows = int64_t(tokens_.size());
   // Every region the plans name, with its size in bytes.
   const std::pair<Region, int64_t> sizes[] = {
@@ -333,7 +333,7 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
   if (absl::Status s = sendTables(); !s.ok())
     return s;
   for (const WeightBuffer &w : p.weights)
-    if (absl::Status s = alloc(weightRows(w) * w.cols * 2, weights_[w.name]);
+    if (absl::Status s = alloc(weightBufferBytes(w), weights_[w.name]);
         !s.ok())
       return s;
   if (weights.isRandom())
@@ -344,8 +344,8 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
     auto packed = weights.pack(w); // one buffer on the host at a time
     if (!packed.ok())
       return packed.status();
-    KILN_CU(memcpyHtoD(weights_[w.name], packed->data(), packed->size() * 2));
-    done += int64_t(packed->size()) * 2;
+    KILN_CU(memcpyHtoD(weights_[w.name], packed->data(), packed->size()));
+    done += int64_t(packed->size());
     progress.update(done);
   }
   return absl::OkStatus();
@@ -364,7 +364,7 @@ absl::Status CudaDevice::fillRandom(const WeightProvider &weights) {
   absl::Status status = cu_->check(
       cu_->memcpyHtoD(source, block.data(), block.size() * 2), "cuMemcpyHtoD");
   for (const WeightBuffer &w : program_.weights) {
-    int64_t bytes = weightRows(w) * w.cols * 2;
+    int64_t bytes = weightBufferBytes(w);
     for (int64_t at = 0; status.ok() && at < bytes;
          at += int64_t(block.size()) * 2)
       status = cu_->check(

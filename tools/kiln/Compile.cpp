@@ -97,6 +97,10 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
   if (!source.ok())
     return source.status();
   CompiledModel out{*source, {}, {}};
+  if (opts.quantize)
+    if (absl::Status s = checkQuantizable(source->config, *opts.quantize);
+        !s.ok())
+      return s;
   out.module = buildLlamaModule(ctx, source->config, opts, source->name);
   if (failed(verify(*out.module)))
     return absl::InternalError(

@@ -99,6 +99,19 @@ cl::opt<int64_t> kvMemoryFlag(
     cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(tuneCommand()));
 
+cl::opt<std::string> quantizeFlag(
+    "quantize",
+    cl::desc("Quantize the projections' weights at load, round to nearest: "
+             "int8 (a scale per row), int4-g32, int4-g64, int4-g128, int4 "
+             "(per row), int8-gN or fp8 (docs/quantization.md)"),
+    cl::value_desc("format"), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(tuneCommand()));
+
+cl::opt<bool> quantizeZeroPointsFlag(
+    "quantize-zero-points",
+    cl::desc("With --quantize int8/int4: asymmetric, a zero point per group"),
+    cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(tuneCommand()));
+
 absl::StatusOr<FrontendOptions> frontendOptions() {
   FrontendOptions opts;
   if (dtypeFlag != "f16" && dtypeFlag != "bf16" && dtypeFlag != "f32")
@@ -125,6 +138,20 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
     return absl::InvalidArgumentError(
         absl::StrCat("--kv-memory: ", int64_t(kvMemoryFlag),
                      " is not a byte count (0: what the batch needs)"));
+  if (!quantizeFlag.empty()) {
+    opts.quantize = QuantFormat::parse(quantizeFlag);
+    if (!opts.quantize)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--quantize: '", std::string(quantizeFlag),
+                       "' is not a format: ", quantFormatChoices()));
+    if (quantizeZeroPointsFlag && opts.quantize->kind == QuantKind::FP8)
+      return absl::InvalidArgumentError(
+          "--quantize-zero-points: fp8 has no zero points");
+    opts.quantize->zeroPoints |= quantizeZeroPointsFlag;
+  } else if (quantizeZeroPointsFlag) {
+    return absl::InvalidArgumentError(
+        "--quantize-zero-points needs --quantize int8 or int4");
+  }
   opts.maxBatch = maxBatchFlag;
   opts.kvMemory = kvMemoryFlag;
   opts.maxContext = maxContextFlag;
