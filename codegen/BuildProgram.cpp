@@ -209,7 +209,25 @@ private:
     std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
     bool direct = gemmWritesResult(&op);
     std::string last = rows == GemmRows::Last ? kLastRowSuffix : "";
-    if (gemmAlgo == kSmallGemmAlgo) {
+    if (hasQuantizedWeight(&op)) {
+      // The quantized GEMM, whatever the plan's gemm-algo: C[tokens, n]
+      // f32 into the workspace, the real rows only.
+      std::string gemm = base + kQuantGemmSuffix + last;
+      if (!index.count(gemm))
+        return llvm::createStringError("no kernel " + gemm + " for " + name);
+      const CudaKernel &g = kernels[index.lookup(gemm)];
+      int64_t n =
+          cast<RankedTensorType>(op.getOperand(1).getType()).getDimSize(0);
+      p.workspaceFloats = std::max(p.workspaceFloats, tokens * n);
+      Launch l{index.lookup(gemm),
+               name,
+               g.gridFor(tokens),
+               g.blockThreads,
+               {b.bind(op.getOperand(0)), b.bind(op.getOperand(1)),
+                Argument(Region::Workspace), Argument(Region::Count)}};
+      l.when = when;
+      out.push_back(std::move(l));
+    } else if (gemmAlgo == kSmallGemmAlgo) {
       // kiln's own reads the real row count itself.
       std::string gemm = variant(base + kSmallGemmSuffix + last);
       if (!index.count(gemm))
@@ -426,6 +444,10 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
     if (!emitted)
       return emitted.takeError();
     llvm::append_range(kernels, *emitted);
+    auto quantized = emitQuantGemms(fn, opts);
+    if (!quantized)
+      return quantized.takeError();
+    llvm::append_range(kernels, *quantized);
   }
   auto maxTokens = prefill->getAttrOfType<IntegerAttr>("kiln.arena_tokens");
   if (!pool || !arenaOf(prefill) || !arenaOf(decode) || !maxTokens)

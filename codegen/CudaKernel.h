@@ -276,10 +276,21 @@ constexpr int kSmallGemmWarps = 4;
 llvm::Expected<CudaKernel> emitSmallGemm(mlir::Operation *op,
                                          const CodegenOptions &opts,
                                          bool lastRow = false);
+/// The quantized GEMM before the epilogue of a matmul of a #kiln.quant
+/// weight (hasQuantizedWeight), in `phase` (QuantGemmKernel.cpp): C[S, N]
+/// f32 = x[S, K] . W^T into the workspace. Named with this suffix.
+constexpr const char *kQuantGemmSuffix = ".qgemm";
+llvm::Expected<CudaKernel> emitQuantGemm(mlir::Operation *op,
+                                         const CodegenOptions &opts,
+                                         Phase phase);
+/// The quantized GEMMs of `fn`'s epilogue ops of quantized weights.
+llvm::Expected<std::vector<CudaKernel>>
+emitQuantGemms(mlir::Operation *fn, const CodegenOptions &opts);
 /// Whether a prefill matmul's epilogue is only what a GEMM does itself: no
 /// RMSNorm scale, no SwiGLU, one result, D = x . W^T (+ the residual, of
 /// D's type) rounded once. Its GEMM then writes the result (cuBLASLt with
-/// beta 1 onto the residual) and no epilogue kernel runs.
+/// beta 1 onto the residual) and no epilogue kernel runs. Never for a
+/// quantized weight's.
 bool gemmWritesResult(mlir::Operation *op);
 /// The LM head's kernels of a prefill step that samples without reading
 /// its logits back: the last real row only, named with this suffix.

@@ -109,9 +109,25 @@ emitSmallGemms(Operation *prefill, const CodegenOptions &opts) {
   return emitOncePerKernel(
       prefill,
       [](KernelOpInterface op) {
-        return followsGemm(op.getKernelTemplate(Phase::prefill));
+        // A quantized weight's GEMM is its quantized one, in every plan.
+        return followsGemm(op.getKernelTemplate(Phase::prefill)) &&
+               !hasQuantizedWeight(op);
       },
       [&](KernelOpInterface op) { return emitSmallGemm(op, opts); });
+}
+
+llvm::Expected<std::vector<CudaKernel>>
+emitQuantGemms(Operation *fn, const CodegenOptions &opts) {
+  auto phase = requirePhase(fn);
+  if (!phase)
+    return phase.takeError();
+  return emitOncePerKernel(
+      fn,
+      [&](KernelOpInterface op) {
+        return hasQuantizedWeight(op) &&
+               followsGemm(op.getKernelTemplate(*phase));
+      },
+      [&](KernelOpInterface op) { return emitQuantGemm(op, opts, *phase); });
 }
 
 llvm::Expected<std::vector<CudaKernel>>

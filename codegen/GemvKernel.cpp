@@ -25,8 +25,6 @@ llvm::Expected<LinearShape> linearShape(Operation *op) {
   auto w = cast<RankedTensorType>(weight.getType());
   if (llvm::Error e = requireF16(w.getElementType()))
     return std::move(e);
-  if (llvm::Error e = requireDenseWeight(w))
-    return std::move(e);
   if (llvm::Error e =
           requireF16(cast<RankedTensorType>(input.getType()).getElementType()))
     return std::move(e);
@@ -44,6 +42,8 @@ llvm::Expected<LinearShape> linearShape(Operation *op) {
 }
 
 llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
+  if (llvm::Error e = requireDenseWeight(op->getOperand(1).getType()))
+    return std::move(e);
   auto shape = linearShape(op);
   if (!shape)
     return shape.takeError();

@@ -28,8 +28,10 @@ namespace kiln {
 
 bool gemmWritesResult(Operation *op) {
   auto kernel = dyn_cast<KernelOpInterface>(op);
-  if (!kernel || kernel.getKernelTemplate(Phase::prefill) !=
-                     KernelTemplate::linear_epilogue)
+  if (!kernel ||
+      kernel.getKernelTemplate(Phase::prefill) !=
+          KernelTemplate::linear_epilogue ||
+      hasQuantizedWeight(op))
     return false;
   auto shape = linearShape(op);
   if (!shape) {

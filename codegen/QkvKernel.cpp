@@ -27,8 +27,6 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   auto qkv = cast<FusedQKVOp>(op);
   auto cache = cast<KVCacheType>(qkv.getCache().getType());
   auto w = cast<RankedTensorType>(qkv.getWeight().getType());
-  if (llvm::Error e = requireDenseWeight(w))
-    return std::move(e);
   if (llvm::Error e = requireF16(w.getElementType()))
     return std::move(e);
   QkvShape s;
@@ -107,6 +105,8 @@ __device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
 
 llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
                                        const CodegenOptions &opts) {
+  if (llvm::Error e = requireDenseWeight(op->getOperand(1).getType()))
+    return std::move(e);
   auto shape = qkvShape(op, opts);
   if (!shape)
     return shape.takeError();

@@ -22,3 +22,9 @@ std::optional<kiln::Phase> kiln::phaseOf(Operation *op) {
     return phase.getValue();
   return std::nullopt;
 }
+
+bool kiln::hasQuantizedWeight(Operation *op) {
+  // Only weights carry #kiln.quant, and a matmul's is its second operand.
+  return op->getNumOperands() >= 2 &&
+         weightQuant(op->getOperand(1).getType()).has_value();
+}

@@ -54,6 +54,11 @@ inline bool followsGemm(KernelTemplate t) {
          t == KernelTemplate::qkv_epilogue;
 }
 
+/// Whether `op` multiplies by a quantized weight (its second operand's type
+/// has #kiln.quant): it then runs as a quantized GEMM and its epilogue in
+/// every phase, decode included.
+bool hasQuantizedWeight(mlir::Operation *op);
+
 /// The `kiln.phase` of the function that holds `op` (or is it), if any.
 std::optional<Phase> phaseOf(mlir::Operation *op);
 

@@ -2,6 +2,7 @@
 #include "inspect/SassAudit.h"
 #include "runtime/BlasMatmul.h"
 #include "runtime/Bundle.h"
+#include "runtime/PlanDevice.h"
 #include "runtime/SafeTensors.h"
 #include "tools/kiln/Commands.h"
 
@@ -142,10 +143,13 @@ int runInspect() {
       sources +=
           (sources.empty() ? "" : " + ") + s.name + " " + shapeString(s.shape);
     }
-    os << "    " << w.name << " " << shapeString({rows, w.cols})
-       << " f16 = " << sources;
+    os << "    " << w.name << " " << shapeString({rows, w.cols}) << " "
+       << (w.quant ? w.quant->name() : "f16") << " = " << sources;
     if (!w.scaledBy.empty())
-      os << ", columns scaled by " << w.scaledBy;
+      os << (w.quant ? ", x scaled by " : ", columns scaled by ")
+         << w.scaledBy;
+    if (w.quant)
+      os << " (" << weightBufferBytes(w) << " bytes)";
     os << "\n";
   }
   os << "  decode    " << p.decode.size()
