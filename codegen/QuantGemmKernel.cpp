@@ -14,6 +14,8 @@
 // group ends, so the weights are dequantized exactly. The norm weight g
 // (a folded RMSNorm's, which a quantized W cannot absorb) scales x as it
 // is loaded; the epilogue then applies 1 / rms(x) as after a dense GEMM.
+// With act-order the buffer's columns are permuted (each group's
+// contiguous) and x is gathered through the permutation.
 // With split-K, SPLIT_K warps share a tile, each a span of K, summed
 // through shared memory. Rows at and past the step's count are not loaded
 // (zero fragments). It waits for the previous kernel (PDL) after issuing
@@ -84,11 +86,12 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
      << (int4 ? 4 : quant->kind == QuantKind::FP8 ? 2 : 8)
      << "; // 4: int4, 8: int8, 2: fp8\n";
   os << "constexpr bool ZP = " << (quant->zeroPoints ? "true" : "false")
-     << ", NORM = " << (norm ? "true" : "false") << ";\n";
+     << ", NORM = " << (norm ? "true" : "false")
+     << ", PERM = " << (quant->actOrder ? "true" : "false") << ";\n";
   os << "constexpr int MIDDLE = " << quant->middle() << ";\n";
   os << "constexpr long long SCALES = " << layout.scales
      << ", ZEROS = " << layout.zeros << ", NORM_AT = " << layout.norm
-     << "; // byte offsets in w\n";
+     << ", PERM_AT = " << layout.perm << "; // byte offsets in w\n";
   os << "constexpr int LOADS = " << loads
      << ", STEPS = " << (int4 ? 4 : 2) << "; // 16-byte loads a row of tiles,"
      << " k-steps of 16 a load\n";
@@ -194,6 +197,8 @@ __device__ __forceinline__ void kiln_dequant(const unsigned *q,
   const long long row0 = (long long)blockIdx.y * 8 * NT;
   const int rows = (int)min((long long)8 * NT, (long long)count[0] - row0);
   const __half *gs = reinterpret_cast<const __half *>(w + NORM_AT);
+  const unsigned short *perm =
+      reinterpret_cast<const unsigned short *>(w + PERM_AT);
   const __half2 *scales =
       reinterpret_cast<const __half2 *>(w + SCALES) + (long long)tile * GROUPS * 8;
   const unsigned short *zeros =
@@ -248,9 +253,17 @@ __device__ __forceinline__ void kiln_dequant(const unsigned *q,
       unsigned b[2] = {0u, 0u}; // x rows past the count are zeros
       const int r = i * 8 + g;
       if (r < rows) {
-        const __half *xr = x + (row0 + r) * K + k0 + 2 * t;
-        __half2 x0 = *reinterpret_cast<const __half2 *>(xr);
-        __half2 x1 = *reinterpret_cast<const __half2 *>(xr + 8);
+        __half2 x0, x1;
+        if constexpr (PERM) { // x's columns perm[j] of the buffer's j
+          const __half *xr = x + (row0 + r) * K;
+          const int j = k0 + 2 * t;
+          x0 = __halves2half2(xr[perm[j]], xr[perm[j + 1]]);
+          x1 = __halves2half2(xr[perm[j + 8]], xr[perm[j + 9]]);
+        } else {
+          const __half *xr = x + (row0 + r) * K + k0 + 2 * t;
+          x0 = *reinterpret_cast<const __half2 *>(xr);
+          x1 = *reinterpret_cast<const __half2 *>(xr + 8);
+        }
         if constexpr (NORM) {
           x0 = __hmul2(x0, *reinterpret_cast<const __half2 *>(gs + k0 + 2 * t));
           x1 = __hmul2(x1,

@@ -91,6 +91,8 @@ def Kiln_QuantAttr : AttrDef<Kiln_Dialect, "Quant",
     that the runtime stores it quantized: int8 or int4 codes with an f16
     scale per `group` columns of a row (no group: one per row) and, with
     `zero_points`, a zero code per group; or fp8 e4m3 with a scale per row.
+    With `act_order` (GPTQ's desc_act) a group is the set of columns the
+    checkpoint's g_idx names; the kernels read the columns permuted.
     The tensor keeps its dequantized shape and element type, so every op
     reads it as it reads any weight: `W[r, c] = (code - zero) * scale`
     (docs/quantization.md). The group divides the columns; int8 and fp8

@@ -41,7 +41,8 @@ std::optional<QuantFormat> kiln::weightQuant(Type type) {
   return std::nullopt;
 }
 
-/// #kiln.quant<int4, group = 128, zero_points>: the kind, then what it has.
+/// #kiln.quant<int4, group = 128, zero_points, act_order>: the kind, then
+/// what it has.
 Attribute QuantAttr::parse(AsmParser &parser, Type) {
   QuantFormat f;
   StringRef kind;
@@ -58,6 +59,10 @@ Attribute QuantAttr::parse(AsmParser &parser, Type) {
   while (succeeded(parser.parseOptionalComma())) {
     if (succeeded(parser.parseOptionalKeyword("zero_points"))) {
       f.zeroPoints = true;
+      continue;
+    }
+    if (succeeded(parser.parseOptionalKeyword("act_order"))) {
+      f.actOrder = true;
       continue;
     }
     if (parser.parseKeyword("group") || parser.parseEqual() ||
@@ -80,6 +85,8 @@ void QuantAttr::print(AsmPrinter &printer) const {
     printer << ", group = " << f.group;
   if (f.zeroPoints)
     printer << ", zero_points";
+  if (f.actOrder)
+    printer << ", act_order";
   printer << ">";
 }
 
@@ -87,6 +94,8 @@ LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 QuantFormat f) {
   if (f.group < 0)
     return emitError() << "#kiln.quant: the group must be positive";
+  if (f.actOrder && !f.group)
+    return emitError() << "#kiln.quant: act_order needs a group";
   if (f.kind == QuantKind::FP8 && (f.group || f.zeroPoints))
     return emitError() << "#kiln.quant: fp8 has one scale per row and no "
                           "zero points";

@@ -16,6 +16,8 @@ std::string QuantFormat::name() const {
     s += "-g" + std::to_string(group);
   if (zeroPoints)
     s += "-zp";
+  if (actOrder)
+    s += "-act";
   return s;
 }
 
@@ -38,8 +40,12 @@ std::optional<QuantFormat> QuantFormat::parse(std::string_view text) {
       return std::nullopt;
     text.remove_prefix(end - text.data());
   }
-  if (text == "-zp") {
+  if (text.starts_with("-zp")) {
     f.zeroPoints = true;
+    text.remove_prefix(3);
+  }
+  if (text == "-act" && f.group) {
+    f.actOrder = true;
     text = {};
   }
   if (!text.empty())

@@ -31,6 +31,10 @@ struct QuantFormat {
   QuantKind kind = QuantKind::Int8;
   int64_t group = 0;       // columns a scale covers; 0: the whole row
   bool zeroPoints = false; // int8/int4 only
+  /// GPTQ's act-order (desc_act): the groups are column sets that g_idx
+  /// names, so the kernels' buffer holds the columns permuted to make each
+  /// group contiguous, and the permutation (QuantLayout.h). Needs a group.
+  bool actOrder = false;
 
   int bits() const { return kind == QuantKind::Int4 ? 4 : 8; }
   /// The code of zero without zero points (and the symmetric codes' middle).
@@ -39,13 +43,15 @@ struct QuantFormat {
   /// Bytes of a [rows, cols] weight in this format: its codes, scales and
   /// zero points (what a matmul reads of it).
   int64_t bytes(int64_t rows, int64_t cols) const {
-    return rows * (cols * bits() / 8 + groups(cols) * (2 + zeroPoints));
+    return rows * (cols * bits() / 8 + groups(cols) * (2 + zeroPoints)) +
+           (actOrder ? cols * 2 : 0);
   }
   /// "int8", "int8-g128", "int4-g128", "int4-g128-zp", "int4" (whole row),
-  /// "fp8": --quantize's spelling, the bundle's and the IR's.
+  /// "fp8"; "-act" last for act-order: --quantize's spelling (without
+  /// -act), the bundle's and the IR's.
   std::string name() const;
   /// The inverse of name(); nullopt for anything else (a group of 0, a
-  /// zero point on fp8, fp8 with a group).
+  /// zero point on fp8, fp8 with a group, act-order without a group).
   static std::optional<QuantFormat> parse(std::string_view text);
   bool operator==(const QuantFormat &) const = default;
 };

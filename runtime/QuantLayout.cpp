@@ -1,7 +1,9 @@
 //===- QuantLayout.cpp ----------------------------------------------------===//
 #include "runtime/QuantLayout.h"
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 
 namespace kiln {
 namespace {
@@ -33,6 +35,11 @@ QuantLayout quantLayout(const QuantFormat &format, int64_t rows, int64_t cols,
     l.norm = end;
     end = align16(end + cols * 2);
   }
+  if (format.actOrder) {
+    l.hasPerm = true;
+    l.perm = end;
+    end = align16(end + cols * 2);
+  }
   l.bytes = end;
   return l;
 }
@@ -41,6 +48,12 @@ std::string quantShapeError(const QuantFormat &format, int64_t cols) {
   if (format.group && cols % format.group)
     return "group " + std::to_string(format.group) + " does not divide its " +
            std::to_string(cols) + " columns";
+  if (format.group % 16)
+    return "its group of " + std::to_string(format.group) +
+           " columns is not a multiple of 16 (an mma's k-step)";
+  if (format.actOrder && cols > 65535)
+    return "act-order's permutation holds column numbers below 65536, not " +
+           std::to_string(cols);
   if (cols % kQuantColumnMultiple)
     return "its " + std::to_string(cols) +
            " columns are not a multiple of " +
@@ -52,6 +65,18 @@ std::string quantShapeError(const QuantFormat &format, int64_t cols) {
 std::vector<uint8_t> packForKernels(const QuantizedMatrix &q,
                                     const uint16_t *norm) {
   const QuantFormat &f = q.format;
+  // Act-order: buffer column j is W's column perm[j], groups contiguous.
+  std::vector<uint16_t> perm;
+  if (f.actOrder) {
+    perm.resize(q.cols);
+    std::iota(perm.begin(), perm.end(), uint16_t(0));
+    std::stable_sort(perm.begin(), perm.end(), [&](uint16_t a, uint16_t b) {
+      return q.groupOf(a) < q.groupOf(b);
+    });
+  }
+  auto column = [&](int64_t j) -> int64_t {
+    return perm.empty() ? j : perm[j];
+  };
   QuantLayout l = quantLayout(f, q.rows, q.cols, norm != nullptr);
   std::vector<uint8_t> out(l.bytes, 0);
   const int64_t kSteps = q.cols / 16, groups = l.groups;
@@ -59,7 +84,7 @@ std::vector<uint8_t> packForKernels(const QuantizedMatrix &q,
   // A code of the padded rows: zero's (the scale is 0 there anyway).
   auto code = [&](int64_t r, int64_t c) -> uint8_t {
     if (r < q.rows)
-      return q.codes[r * q.cols + c];
+      return q.codes[r * q.cols + column(c)];
     return f.kind == QuantKind::FP8 ? 0 : uint8_t(f.middle());
   };
   // Nibble of a_i in an int4 word: a_0..a_7 in nibbles 0, 4, 1, 5, 2, 6, 3, 7.
@@ -98,7 +123,10 @@ std::vector<uint8_t> packForKernels(const QuantizedMatrix &q,
               row < q.rows ? q.zeros[row * groups + g] : uint8_t(f.middle());
       }
   if (norm)
-    std::memcpy(&out[l.norm], norm, q.cols * 2);
+    for (int64_t j = 0; j < q.cols; ++j)
+      std::memcpy(&out[l.norm + 2 * j], &norm[column(j)], 2);
+  if (l.hasPerm)
+    std::memcpy(&out[l.perm], perm.data(), q.cols * 2);
   return out;
 }
 

@@ -11,7 +11,10 @@
 //           side, a lane's pair one 4-byte load;
 //   zeros   [tiles][groups][8][2] u8, with zero points only;
 //   norm    [cols] f16: the folded RMSNorm weight, which a quantized matrix
-//           cannot absorb (its scales run along the rows), applied to x.
+//           cannot absorb (its scales run along the rows), applied to x;
+//   perm    [cols] u16, act-order only: column j of the buffer is column
+//           perm[j] of W (and the norm section is permuted alike), so that
+//           each g_idx group's columns are contiguous; the kernels gather x.
 //
 // Rows are padded to whole tiles (zero codes at the middle, zero scales).
 // Within a lane's fragment (g = L / 4, t = L % 4) element a_i is row
@@ -35,8 +38,8 @@ namespace kiln {
 /// section is not there).
 struct QuantLayout {
   int64_t tiles = 0, groups = 0;
-  int64_t codes = 0, scales = 0, zeros = 0, norm = 0, bytes = 0;
-  bool hasZeros = false, hasNorm = false;
+  int64_t codes = 0, scales = 0, zeros = 0, norm = 0, perm = 0, bytes = 0;
+  bool hasZeros = false, hasNorm = false, hasPerm = false;
 };
 
 /// Columns a quantized weight's columns must be a multiple of (a lane's
@@ -44,7 +47,8 @@ struct QuantLayout {
 constexpr int64_t kQuantColumnMultiple = 64;
 
 /// The layout of a [rows, cols] buffer of `format`, with the norm section
-/// when `norm`; cols must be a multiple of kQuantColumnMultiple.
+/// when `norm` (and the permutation with act-order); cols must be a
+/// multiple of kQuantColumnMultiple.
 QuantLayout quantLayout(const QuantFormat &format, int64_t rows, int64_t cols,
                         bool norm);
 
@@ -52,8 +56,10 @@ QuantLayout quantLayout(const QuantFormat &format, int64_t rows, int64_t cols,
 /// group does not divide the columns, the columns are not a multiple of 64).
 std::string quantShapeError(const QuantFormat &format, int64_t cols);
 
-/// The device buffer of `q` (no gIdx) in the layout above, with `norm`
-/// ([cols] f16 bits) when given.
+/// The device buffer of `q` in the layout above, with `norm` ([cols] f16
+/// bits) when given. With act-order (q.format.actOrder) the columns are
+/// sorted by their group, stably (q.gIdx; none: the identity); q.gIdx must
+/// then hold exactly `group` columns a group. Without it q.gIdx is empty.
 std::vector<uint8_t> packForKernels(const QuantizedMatrix &q,
                                     const uint16_t *norm);
 
