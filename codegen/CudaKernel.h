@@ -278,11 +278,13 @@ llvm::Expected<CudaKernel> emitSmallGemm(mlir::Operation *op,
                                          bool lastRow = false);
 /// The quantized GEMM before the epilogue of a matmul of a #kiln.quant
 /// weight (hasQuantizedWeight), in `phase` (QuantGemmKernel.cpp): C[S, N]
-/// f32 = x[S, K] . W^T into the workspace. Named with this suffix.
+/// f32 = x[S, K] . W^T into the workspace, named with this suffix; or
+/// `fused`, decode's GEMV of the op with its epilogue (emitGemv's stand-in
+/// for a quantized weight).
 constexpr const char *kQuantGemmSuffix = ".qgemm";
 llvm::Expected<CudaKernel> emitQuantGemm(mlir::Operation *op,
                                          const CodegenOptions &opts,
-                                         Phase phase);
+                                         Phase phase, bool fused = false);
 /// The quantized GEMMs of `fn`'s epilogue ops of quantized weights.
 llvm::Expected<std::vector<CudaKernel>>
 emitQuantGemms(mlir::Operation *fn, const CodegenOptions &opts);
@@ -295,12 +297,16 @@ bool gemmWritesResult(mlir::Operation *op);
 /// The LM head's kernels of a prefill step that samples without reading
 /// its logits back: the last real row only, named with this suffix.
 constexpr const char *kLastRowSuffix = ".last";
-// Prefill: the epilogues of the cuBLAS GEMMs, and causal attention.
+// Prefill: the epilogues of the cuBLAS GEMMs, and causal attention. An
+// epilogue of `phase` decode (a quantized matmul's, one row) spreads the
+// row's columns over blocks (grid axis 1); the others take a row a block.
 llvm::Expected<CudaKernel> emitLinearEpilogue(mlir::Operation *op,
                                               const CodegenOptions &opts,
-                                              bool lastRow = false);
+                                              bool lastRow = false,
+                                              Phase phase = Phase::prefill);
 llvm::Expected<CudaKernel> emitQkvEpilogue(mlir::Operation *op,
-                                           const CodegenOptions &opts);
+                                           const CodegenOptions &opts,
+                                           Phase phase = Phase::prefill);
 llvm::Expected<CudaKernel> emitPrefillAttention(mlir::Operation *op,
                                                 const CodegenOptions &opts);
 /// Prefill attention's tiling of a head of `dh` halves for a KV group of

@@ -26,9 +26,9 @@ llvm::Expected<CudaKernel> emitTemplate(KernelTemplate t, Operation *op,
   case KernelTemplate::qkv_gemv:
     return emitQkvGemv(op, opts);
   case KernelTemplate::linear_epilogue:
-    return emitLinearEpilogue(op, opts);
+    return emitLinearEpilogue(op, opts, /*lastRow=*/false, phase);
   case KernelTemplate::qkv_epilogue:
-    return emitQkvEpilogue(op, opts);
+    return emitQkvEpilogue(op, opts, phase);
   case KernelTemplate::prefill_attention:
     return emitPrefillAttention(op, opts);
   case KernelTemplate::decode_attention:

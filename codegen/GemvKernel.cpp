@@ -42,8 +42,8 @@ llvm::Expected<LinearShape> linearShape(Operation *op) {
 }
 
 llvm::Expected<CudaKernel> emitGemv(Operation *op, const CodegenOptions &opts) {
-  if (llvm::Error e = requireDenseWeight(op->getOperand(1).getType()))
-    return std::move(e);
+  if (hasQuantizedWeight(op)) // dequantized in registers, on tensor cores
+    return emitQuantGemm(op, opts, Phase::decode, /*fused=*/true);
   auto shape = linearShape(op);
   if (!shape)
     return shape.takeError();

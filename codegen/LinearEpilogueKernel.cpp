@@ -50,7 +50,8 @@ bool gemmWritesResult(Operation *op) {
 }
 
 llvm::Expected<CudaKernel>
-emitLinearEpilogue(Operation *op, const CodegenOptions &opts, bool lastRow) {
+emitLinearEpilogue(Operation *op, const CodegenOptions &opts, bool lastRow,
+                   Phase phase) {
   auto shape = linearShape(op);
   if (!shape)
     return shape.takeError();
@@ -65,7 +66,6 @@ emitLinearEpilogue(Operation *op, const CodegenOptions &opts, bool lastRow) {
   if (residual)
     k.params.push_back({ParamKind::Activation, "residual", "const __half *"});
   k.params.push_back({ParamKind::Count, "count", "const int *"});
-  k.grid = {1, 1, 1};
   k.rowAxis = lastRow ? -1 : 0; // one block, whatever the bucket
   k.blockThreads = threads;
   ResultStores outs = resultStores(op, k);
@@ -80,9 +80,15 @@ emitLinearEpilogue(Operation *op, const CodegenOptions &opts, bool lastRow) {
   // Columns a thread takes at a time: 4 (16-byte loads of c, 8 of the
   // residual) when every row and the up half start 16-byte aligned.
   int cols = n % 4 == 0 && tasks % 4 == 0 ? 4 : 1;
+  // One row (decode): its columns over blocks, a pass of a thread each.
+  int64_t colBlocks =
+      phase == Phase::decode ? (tasks + cols * threads - 1) / (cols * threads)
+                             : 1;
+  k.grid = {1, colBlocks, 1};
   os << "constexpr int K = " << kdim << ", N = " << n << ", TASKS = " << tasks
      << ", VEC = " << vectorWidth(kdim, opts.maxVectorWidth)
-     << ", THREADS = " << threads << ", COLS = " << cols << ";\n";
+     << ", THREADS = " << threads << ", COLS = " << cols
+     << ", COL_BLOCKS = " << colBlocks << ";\n";
   os << "constexpr bool NORM = " << (eps ? "true" : "false")
      << ", SWIGLU = " << (swiglu ? "true" : "false")
      << ", RESIDUAL = " << (residual ? "true" : "false")
@@ -91,8 +97,8 @@ emitLinearEpilogue(Operation *op, const CodegenOptions &opts, bool lastRow) {
   os << outs.store;
   os << R"cuda(
 // x [S, K] f16 (the GEMM's input), c [S, N] f32 (its output),
-// residual [S, TASKS] f16, count [1] i32; grid (S), block (THREADS), or
-// with LAST_ROW grid (1): row count - 1
+// residual [S, TASKS] f16, count [1] i32; grid (S, COL_BLOCKS), block
+// (THREADS), or with LAST_ROW grid (1): row count - 1
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
      << k.entry << "(" << kernelParameters(k) << ") {\n";
   os << R"cuda(  kiln_launch_dependents();
@@ -104,7 +110,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
   const float *c_row = c + row * N;
   // COLS columns a thread at a time, two steps' loads in flight.
 #pragma unroll 2
-  for (int col = COLS * threadIdx.x; col < TASKS; col += COLS * THREADS) {
+  for (int col = COLS * (blockIdx.y * THREADS + threadIdx.x); col < TASKS;
+       col += COLS * THREADS * COL_BLOCKS) {
     float y[COLS], up[COLS];
     kiln_load_f32<COLS>(c_row + col, y);
     if constexpr (SWIGLU)

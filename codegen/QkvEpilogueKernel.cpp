@@ -16,7 +16,8 @@ using namespace mlir;
 namespace kiln {
 
 llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
-                                           const CodegenOptions &opts) {
+                                           const CodegenOptions &opts,
+                                           Phase phase) {
   auto shape = qkvShape(op, opts);
   if (!shape)
     return shape.takeError();
@@ -33,17 +34,22 @@ llvm::Expected<CudaKernel> emitQkvEpilogue(Operation *op,
               {ParamKind::Positions, "positions", "const int *"},
               {ParamKind::Count, "count", "const int *"},
               {ParamKind::Activation, "q", "__half *"}};
-  k.grid = {1, 1, 1};
+  // One row (decode): its tasks over blocks, one each a thread.
+  int64_t colBlocks =
+      phase == Phase::decode ? (shape->tasks + threads - 1) / threads : 1;
+  k.grid = {1, colBlocks, 1};
   k.rowAxis = 0;
   k.blockThreads = threads;
   k.source = cudaPrelude() + shape->header +
-             "constexpr int THREADS = " + std::to_string(threads) + ";\n" +
+             "constexpr int THREADS = " + std::to_string(threads) +
+             ", COL_BLOCKS = " + std::to_string(colBlocks) + ";\n" +
              R"cuda(
 // x [S, K] f16 (the GEMM's input), c [S, N] f32 (its output), k_cache/v_cache:
 // this layer's keys and values in the pool, slot-major [slot, KVW] f16;
 // block_table [sequences, TABLE_BLOCKS] i32, seqs [S] i32 (each row's
 // sequence), positions [S] i32, count [1] i32, q [S, QW] f16.
-// grid (S), block (THREADS): a block per token, a thread per task
+// grid (S, COL_BLOCKS), block (THREADS): a block per token (and slice of
+// its tasks), a thread per task
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
              k.entry + "(" + kernelParameters(k) + R"cuda() {
   kiln_launch_dependents();
@@ -64,7 +70,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x + row * K, EPS);
   const float *c_row = c + row * N;
   auto value = [&](int col) { return scale * c_row[col]; };
-  for (int task = threadIdx.x; task < TASKS; task += THREADS)
+  for (int task = blockIdx.y * THREADS + threadIdx.x; task < TASKS;
+       task += THREADS * COL_BLOCKS)
     kiln_qkv_task(task, pos, slot, value, true, q + row * QW, k_cache,
                   v_cache);
 }

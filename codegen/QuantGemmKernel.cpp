@@ -36,7 +36,7 @@ namespace kiln {
 
 llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
                                          const CodegenOptions &opts,
-                                         Phase phase) {
+                                         Phase phase, bool fused) {
   auto w = cast<RankedTensorType>(op->getOperand(1).getType());
   auto x = cast<RankedTensorType>(op->getOperand(0).getType());
   std::optional<QuantFormat> quant = weightQuant(w);
@@ -53,6 +53,19 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   auto packed = op->getOperand(1).getDefiningOp<PackedWeightOp>();
   bool norm = packed && packed.getScaledBy();
   QuantLayout layout = quantLayout(*quant, n, kdim, norm);
+  // Fused (decode's fused_linear): the epilogue in this kernel.
+  LinearShape shape;
+  if (fused) {
+    auto s = linearShape(op);
+    if (!s)
+      return s.takeError();
+    shape = *s;
+    if (shape.swiglu && (n / 2) % 16)
+      return llvm::createStringError(
+          "a fused SwiGLU needs whole tiles of 16 gate rows, not " +
+          std::to_string(n / 2));
+  }
+  const bool swiglu = fused && shape.swiglu;
 
   const bool int4 = quant->kind == QuantKind::Int4;
   const int64_t perLoad = int4 ? 64 : 32; // columns a 16-byte load covers
@@ -60,18 +73,37 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   // One n-tile (8 rows) for a token, four for a batch's or a prompt's.
   const int nTiles = phase == Phase::decode ? 1 : 4;
   const int unroll = std::max(1, opts.gemvUnroll);
-  // Enough warps a tile that each streams about 2 x UNROLL loads.
-  const int splitK = int(std::clamp<int64_t>(loads / (2 * unroll), 1, 8));
+  // The tiles a warp streams: with SwiGLU gate tile j and up tile
+  // TILES / 2 + j together.
+  const int64_t warpTiles = swiglu ? layout.tiles / 2 : layout.tiles;
+  // Split-K: at least 32 warps an SM of an H100/H200 (132 SMs), each with
+  // UNROLL 16-byte loads a lane in flight (32 KB an SM), in a power of two
+  // of at most 16 warps a tile and at least UNROLL loads a warp. (The
+  // waves this leaves are the cost model's to weigh: a knob for kiln tune
+  // is the next step.)
+  int splitK = 1;
+  while (splitK < 16 && warpTiles * splitK < 32 * 132 &&
+         loads / (2 * splitK) >= unroll)
+    splitK *= 2;
   const int tilesPerBlock = std::max(1, 8 / splitK);
 
-  CudaKernel k = kernelFor(op, kQuantGemmSuffix + opts.kernelSuffix);
+  CudaKernel k = kernelFor(op, (fused ? "" : kQuantGemmSuffix) +
+                                   opts.kernelSuffix);
   k.params = {{ParamKind::Activation, "x", "const __half *"},
-              {ParamKind::Weight, "w", "const unsigned char *"},
-              {ParamKind::Workspace, "c", "float *"},
-              {ParamKind::Count, "count", "const int *"}};
-  k.grid = {(layout.tiles + tilesPerBlock - 1) / tilesPerBlock, 1, 1};
-  k.rowAxis = 1;
-  k.rowsPerBlock = 8 * nTiles;
+              {ParamKind::Weight, "w", "const unsigned char *"}};
+  ResultStores outs;
+  if (fused) {
+    if (shape.residual)
+      k.params.push_back(
+          {ParamKind::Activation, "residual", "const __half *"});
+    outs = resultStores(op, k);
+  } else {
+    k.params.push_back({ParamKind::Workspace, "c", "float *"});
+    k.params.push_back({ParamKind::Count, "count", "const int *"});
+    k.rowAxis = 1;
+    k.rowsPerBlock = 8 * nTiles;
+  }
+  k.grid = {(warpTiles + tilesPerBlock - 1) / tilesPerBlock, 1, 1};
   k.blockThreads = 32 * tilesPerBlock * splitK;
 
   std::string src = cudaPrelude() + tensorCorePrelude();
@@ -98,6 +130,17 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   os << "constexpr int NT = " << nTiles << ", SPLIT_K = " << splitK
      << ", TPB = " << tilesPerBlock << ", UNROLL = " << unroll << ";\n";
   os << "constexpr int THREADS = 32 * TPB * SPLIT_K;\n";
+  os << "constexpr bool FUSED = " << (fused ? "true" : "false")
+     << ", SWIGLU = " << (swiglu ? "true" : "false")
+     << ", RESIDUAL = " << (fused && shape.residual ? "true" : "false")
+     << ", RMS = " << (fused && shape.eps ? "true" : "false") << ";\n";
+  os << "constexpr int PARTS = SWIGLU ? 2 : 1, WARP_TILES = "
+     << warpTiles << ";\n";
+  os << "constexpr float EPS = "
+     << floatLiteral(fused ? shape.eps.value_or(0) : 0) << ";\n";
+  os << "constexpr int VEC_X = " << vectorWidth(kdim, opts.maxVectorWidth)
+     << "; // x's loads for the RMSNorm\n";
+  os << outs.store;
   os << R"cuda(
 __device__ __forceinline__ unsigned kiln_prmt(unsigned a, unsigned b,
                                               unsigned sel) {
@@ -174,80 +217,114 @@ __device__ __forceinline__ void kiln_dequant(const unsigned *q,
 }
 )cuda";
   os << "\n// x [S, K] f16, w the " << quant->name() << " buffer ("
-     << layout.bytes << " bytes), c [S, N] f32, count [1] i32.\n";
-  os << "// grid (ceil(TILES / TPB), ceil(S / (8 * NT))), block (THREADS): "
-        "SPLIT_K warps a tile of 16 rows of W, each a span of K\n";
+     << layout.bytes << " bytes), "
+     << (fused ? std::string(shape.residual ? "residual [1, TASKS] f16, "
+                                            : "") +
+                     "the results [1, TASKS]"
+               : std::string("c [S, N] f32, count [1] i32"))
+     << ".\n";
+  os << "// grid (ceil(WARP_TILES / TPB)" << (fused ? "" : ", ceil(S / (8 * NT))")
+     << "), block (THREADS): SPLIT_K warps a tile of 16 rows of W (with "
+        "SwiGLU a gate and an up tile), each a span of K\n";
   os << "extern \"C\" __global__ void __launch_bounds__(THREADS) " << k.entry
      << "(" << kernelParameters(k) << ") {\n";
   os << R"cuda(  kiln_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int tile = blockIdx.x * TPB + warp / SPLIT_K, part = warp % SPLIT_K;
+  const int wt = blockIdx.x * TPB + warp / SPLIT_K, part = warp % SPLIT_K;
+  const bool live = wt < WARP_TILES;
+  int tiles[PARTS]; // the W tiles this warp streams
+  tiles[0] = live ? wt : 0;
+  if constexpr (SWIGLU)
+    tiles[PARTS - 1] = live ? wt + WARP_TILES : 0;
   constexpr int SPAN = (LOADS + SPLIT_K - 1) / SPLIT_K;
   const int begin = part * SPAN;
-  const int end = tile < TILES ? min(LOADS, begin + SPAN) : begin;
-  const uint4 *wp = reinterpret_cast<const uint4 *>(w) +
-                    (long long)(tile < TILES ? tile : 0) * LOADS * 32 + lane;
-  uint4 buf[UNROLL]; // the loads in flight
+  const int end = live ? min(LOADS, begin + SPAN) : begin;
+  const uint4 *wp[PARTS];
+  uint4 buf[PARTS][UNROLL]; // the loads in flight
 #pragma unroll
-  for (int u = 0; u < UNROLL; ++u)
-    if (begin + u < end)
-      buf[u] = kiln_stream_load(wp + (long long)(begin + u) * 32);
+  for (int p = 0; p < PARTS; ++p) {
+    wp[p] = reinterpret_cast<const uint4 *>(w) +
+            (long long)tiles[p] * LOADS * 32 + lane;
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (begin + u < end)
+        buf[p][u] = kiln_stream_load(wp[p] + (long long)(begin + u) * 32);
+  }
   kiln_wait_previous_grid(); // x is the previous kernel's; W was not
-  const long long row0 = (long long)blockIdx.y * 8 * NT;
+)cuda";
+  if (fused)
+    os << R"cuda(  constexpr long long row0 = 0;
+  constexpr int rows = 1;
+  // 1 / rms(x), block-wide: every thread calls it.
+  const float rms_scale = kiln_prologue_scale<K, VEC_X, RMS>(x, EPS);
+)cuda";
+  else
+    os << R"cuda(  const long long row0 = (long long)blockIdx.y * 8 * NT;
   const int rows = (int)min((long long)8 * NT, (long long)count[0] - row0);
-  const __half *gs = reinterpret_cast<const __half *>(w + NORM_AT);
+)cuda";
+  os << R"cuda(  const __half *gs = reinterpret_cast<const __half *>(w + NORM_AT);
   const unsigned short *perm =
       reinterpret_cast<const unsigned short *>(w + PERM_AT);
-  const __half2 *scales =
-      reinterpret_cast<const __half2 *>(w + SCALES) + (long long)tile * GROUPS * 8;
-  const unsigned short *zeros =
-      reinterpret_cast<const unsigned short *>(w + ZEROS) +
-      (long long)tile * GROUPS * 8;
-  float acc[NT][4], part_acc[NT][4]; // all the groups', this group's
+  // acc: all the groups' sums; part_acc: this group's.
+  float acc[PARTS][NT][4], part_acc[PARTS][NT][4];
 #pragma unroll
-  for (int i = 0; i < NT; ++i)
+  for (int p = 0; p < PARTS; ++p)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      acc[i][j] = part_acc[i][j] = 0.0f;
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        acc[p][i][j] = part_acc[p][i][j] = 0.0f;
   int group = -1;
-  __half2 zlo, zhi, zhi16;
+  __half2 zlo[PARTS], zhi[PARTS], zhi16[PARTS];
   // This group's sums into acc, times its scales (fp8: and 2^8).
   auto flush = [&] {
     if (group < 0)
       return;
-    const float2 s = __half22float2(scales[group * 8 + g]);
-    const float lo = KIND == 2 ? s.x * 256.0f : s.x;
-    const float hi = KIND == 2 ? s.y * 256.0f : s.y;
 #pragma unroll
-    for (int i = 0; i < NT; ++i) {
-      acc[i][0] += part_acc[i][0] * lo;
-      acc[i][1] += part_acc[i][1] * lo;
-      acc[i][2] += part_acc[i][2] * hi;
-      acc[i][3] += part_acc[i][3] * hi;
+    for (int p = 0; p < PARTS; ++p) {
+      const __half2 *scales = reinterpret_cast<const __half2 *>(w + SCALES) +
+                              (long long)tiles[p] * GROUPS * 8;
+      const float2 s = __half22float2(scales[group * 8 + g]);
+      const float lo = KIND == 2 ? s.x * 256.0f : s.x;
+      const float hi = KIND == 2 ? s.y * 256.0f : s.y;
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        part_acc[i][j] = 0.0f;
+      for (int i = 0; i < NT; ++i) {
+        acc[p][i][0] += part_acc[p][i][0] * lo;
+        acc[p][i][1] += part_acc[p][i][1] * lo;
+        acc[p][i][2] += part_acc[p][i][2] * hi;
+        acc[p][i][3] += part_acc[p][i][3] * hi;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          part_acc[p][i][j] = 0.0f;
+      }
     }
   };
-  // One k-step: its group's zeros, the fragment, NT mmas.
-  auto step = [&](const unsigned *q, int kstep) {
+  // One k-step of every part: its group's zeros, the fragments, the mmas.
+  auto step = [&](const unsigned (&q)[PARTS][4], int s, int kstep) {
     const int k0 = kstep * 16;
     if (k0 / GROUP != group) {
       flush();
       group = k0 / GROUP;
-      float z_lo = MIDDLE, z_hi = MIDDLE;
-      if constexpr (ZP) {
-        const unsigned short z = zeros[group * 8 + g];
-        z_lo = float(z & 0xff);
-        z_hi = float(z >> 8);
+#pragma unroll
+      for (int p = 0; p < PARTS; ++p) {
+        float z_lo = MIDDLE, z_hi = MIDDLE;
+        if constexpr (ZP) {
+          const unsigned short z =
+              (reinterpret_cast<const unsigned short *>(w + ZEROS) +
+               (long long)tiles[p] * GROUPS * 8)[group * 8 + g];
+          z_lo = float(z & 0xff);
+          z_hi = float(z >> 8);
+        }
+        zlo[p] = __floats2half2_rn(1024.0f + z_lo, 1024.0f + z_lo);
+        zhi[p] = __floats2half2_rn(1024.0f + z_hi, 1024.0f + z_hi);
+        zhi16[p] = __floats2half2_rn(64.0f + z_hi, 64.0f + z_hi);
       }
-      zlo = __floats2half2_rn(1024.0f + z_lo, 1024.0f + z_lo);
-      zhi = __floats2half2_rn(1024.0f + z_hi, 1024.0f + z_hi);
-      zhi16 = __floats2half2_rn(64.0f + z_hi, 64.0f + z_hi);
     }
-    unsigned a[4];
-    kiln_dequant(q, a, zlo, zhi, zhi16);
+    unsigned a[PARTS][4];
+#pragma unroll
+    for (int p = 0; p < PARTS; ++p)
+      kiln_dequant(q[p] + s * (4 / STEPS), a[p], zlo[p], zhi[p], zhi16[p]);
 #pragma unroll
     for (int i = 0; i < NT; ++i) {
       unsigned b[2] = {0u, 0u}; // x rows past the count are zeros
@@ -272,56 +349,96 @@ __device__ __forceinline__ void kiln_dequant(const unsigned *q,
         b[0] = kiln_half2_bits(x0);
         b[1] = kiln_half2_bits(x1);
       }
-      kiln_mma<false>(part_acc[i], a, b);
+#pragma unroll
+      for (int p = 0; p < PARTS; ++p)
+        kiln_mma<false>(part_acc[p][i], a[p], b);
     }
   };
+  // UNROLL loads a lane in flight through each step: the next step's are
+  // issued, all at once, before this step's are used.
 #pragma unroll 1
   for (int l = begin; l < end; l += UNROLL) {
+    uint4 cur[PARTS][UNROLL];
+#pragma unroll
+    for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        cur[p][u] = buf[p][u];
+        if (l + UNROLL + u < end)
+          buf[p][u] =
+              kiln_stream_load(wp[p] + (long long)(l + UNROLL + u) * 32);
+      }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       if (l + u < end) { // the same for the whole warp
-        const uint4 v = buf[u];
-        if (l + u + UNROLL < end)
-          buf[u] = kiln_stream_load(wp + (long long)(l + u + UNROLL) * 32);
-        const unsigned q[4] = {v.x, v.y, v.z, v.w};
+        unsigned q[PARTS][4];
+#pragma unroll
+        for (int p = 0; p < PARTS; ++p)
+          q[p][0] = cur[p][u].x, q[p][1] = cur[p][u].y,
+          q[p][2] = cur[p][u].z, q[p][3] = cur[p][u].w;
 #pragma unroll
         for (int s = 0; s < STEPS; ++s)
-          step(q + s * (4 / STEPS), (l + u) * STEPS + s);
+          step(q, s, (l + u) * STEPS + s);
       }
     }
   }
   flush();
   if constexpr (SPLIT_K > 1) {
-    // The parts' sums, [warp][NT * 4][lane], added by each tile's first.
-    __shared__ float red[TPB * SPLIT_K][NT * 4][32];
+    // The parts' sums, [warp][PARTS * NT * 4][lane], added by each tile's
+    // first warp.
+    __shared__ float red[TPB * SPLIT_K][PARTS * NT * 4][32];
 #pragma unroll
-    for (int i = 0; i < NT; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        red[warp][i * 4 + j][lane] = acc[i][j];
-    __syncthreads();
-    if (part != 0)
-      return;
-    for (int p = 1; p < SPLIT_K; ++p)
+    for (int p = 0; p < PARTS; ++p)
 #pragma unroll
       for (int i = 0; i < NT; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-          acc[i][j] += red[warp + p][i * 4 + j][lane];
+          red[warp][(p * NT + i) * 4 + j][lane] = acc[p][i][j];
+    __syncthreads();
+    if (part != 0)
+      return;
+    for (int o = 1; o < SPLIT_K; ++o)
+#pragma unroll
+      for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            acc[p][i][j] += red[warp + o][(p * NT + i) * 4 + j][lane];
   }
-  if (tile >= TILES)
+  if (!live)
     return;
-  // c0, c1: W row g, x rows 2t and 2t + 1; c2, c3: W row g + 8.
+)cuda";
+  if (!fused)
+    os << R"cuda(  // c0, c1: W row g, x rows 2t and 2t + 1; c2, c3: W row g + 8.
 #pragma unroll
   for (int i = 0; i < NT; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int r = i * 8 + 2 * t + (j & 1), col = tile * 16 + g + 8 * (j >> 1);
+      const int r = i * 8 + 2 * t + (j & 1),
+                col = tiles[0] * 16 + g + 8 * (j >> 1);
       if (r < rows && col < N)
-        c[(row0 + r) * N + col] = acc[i][j];
+        c[(row0 + r) * N + col] = acc[0][i][j];
     }
 }
 )cuda";
+  else {
+    // The one row's results: lanes t = 0 hold W rows g (c0) and g + 8 (c2).
+    os << R"cuda(  if (t != 0)
+    return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int col = tiles[0] * 16 + g + 8 * h;
+    if (col >= (SWIGLU ? N / 2 : N))
+      continue;
+    float y = acc[0][0][2 * h] * rms_scale;
+    if constexpr (SWIGLU)
+      y = kiln_silu(y) * (acc[PARTS - 1][0][2 * h] * rms_scale);
+)cuda";
+    if (shape.residual)
+      os << "    y += __half2float(residual[col]);\n";
+    os << "    kiln_store(0, col, y" << outs.names << ");\n  }\n}\n";
+  }
   k.source = src;
   return k;
 }

@@ -55,8 +55,8 @@ inline bool followsGemm(KernelTemplate t) {
 }
 
 /// Whether `op` multiplies by a quantized weight (its second operand's type
-/// has #kiln.quant): it then runs as a quantized GEMM and its epilogue in
-/// every phase, decode included.
+/// has #kiln.quant): it then runs as a quantized GEMM and its epilogue, or
+/// in decode a GEMV with the epilogue fused (fused_linear, linear).
 bool hasQuantizedWeight(mlir::Operation *op);
 
 /// The `kiln.phase` of the function that holds `op` (or is it), if any.

@@ -26,13 +26,15 @@ def Kiln_KernelOpInterface : OpInterface<"KernelOpInterface"> {
     InterfaceMethod<[{
         The CUDA template (codegen/) that runs the op in `phase`: none when
         only the ref device runs it. Declared by each op in ODS
-        (Kiln_KernelOp's template arguments); a matmul of a quantized
+        (Kiln_KernelOp's template arguments); a fused_qkv of a quantized
         weight decodes as it prefills (its quantized GEMM, then its
-        epilogue).
+        epilogue: qkv_gemv reads f16 weights only).
       }],
       "::kiln::KernelTemplate", "getKernelTemplate",
       (ins "::kiln::Phase":$phase), [{}], [{
         if (phase == ::kiln::Phase::decode &&
+            ConcreteOp::kTemplates[static_cast<int>(phase)] ==
+                ::kiln::KernelTemplate::qkv_gemv &&
             ::kiln::hasQuantizedWeight($_op.getOperation()))
           phase = ::kiln::Phase::prefill;
         return ConcreteOp::kTemplates[static_cast<int>(phase)];

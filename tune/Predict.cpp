@@ -212,7 +212,17 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
         if (size_t at = kernel.find('@'); at != llvm::StringRef::npos)
           llvm::consumeError(
               parseCodegenOptions(kernel.drop_front(at + 1), knobs));
-        if (kernel.contains(kSmallGemmSuffix)) {
+        if (kernel.contains(kQuantGemmSuffix)) {
+          // The quantized GEMM: W's packed bytes once (codes, scales,
+          // zeros), x, 4 bytes an output; on tensor cores.
+          double n = double(dim(op->getOperand(1), 0));
+          double k = double(dim(op->getOperand(1), 1));
+          double s = double(rows);
+          call.bytes = double(estimateCost(op, {rows, shape.context})
+                                  .weightBytes) +
+                       s * k * 2 + s * n * 4;
+          call.flops = 2 * s * n * k;
+        } else if (kernel.contains(kSmallGemmSuffix)) {
           // kiln's own GEMM: W once per tile of rows, x, 4 bytes an
           // output; on CUDA cores.
           double n = double(dim(op->getOperand(1), 0));

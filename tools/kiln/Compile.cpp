@@ -8,11 +8,13 @@
 #include "runtime/AtomicFile.h"
 #include "runtime/Bundle.h"
 #include "runtime/DType.h"
+#include "runtime/QuantLayout.h"
 #include "tools/kiln/Commands.h"
 
 #include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -247,6 +249,32 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
                       "(named in the IR, not embedded)\n",
                       m.weights.size(), count(elems),
                       bytes(elems * (opts.dtype == "f32" ? 4 : 2)), opts.dtype);
+  // A quantized model's device buffers: what the GPU holds.
+  double stored = 0;
+  std::string format; // the projections' (the first quantized weight's)
+  llvm::StringSet<> seen;
+  if (auto decode = m.module->lookupSymbol<func::FuncOp>("decode"))
+    decode.walk([&](Operation *op) {
+      auto type = op->getNumResults()
+                      ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                      : RankedTensorType();
+      StringAttr name = op->getAttrOfType<StringAttr>("name");
+      if (!isa<WeightOp, PackedWeightOp>(op) || !type || !name ||
+          !seen.insert(name.getValue()).second)
+        return;
+      auto quant = weightQuant(type);
+      auto packed = dyn_cast<PackedWeightOp>(op);
+      if (quant && format.empty())
+        format = quant->name();
+      stored += quant ? double(quantLayout(*quant, type.getDimSize(0),
+                                           type.getDimSize(1),
+                                           packed && packed.getScaledBy())
+                                   .bytes)
+                      : double(type.getNumElements()) * 2;
+    });
+  if (!format.empty())
+    os << llvm::formatv("  stored    {0} on the device, the projections {1}\n",
+                        bytes(stored), format);
 }
 } // namespace
 
