@@ -23,6 +23,7 @@ llvm::cl::SubCommand &runCommand();
 llvm::cl::SubCommand &inspectCommand();
 llvm::cl::SubCommand &cacheCommand();
 llvm::cl::SubCommand &tuneCommand();
+llvm::cl::SubCommand &evalCommand(); // Eval.cpp
 
 /// Options that compile and run share (defined in Options.cpp).
 extern llvm::cl::opt<std::string> dtypeFlag;
@@ -50,6 +51,7 @@ int runRun();
 int runInspect();
 int runTune();
 int runCache();
+int runEval();
 
 /// Resolves a model and builds its verified kiln module; when the folder has
 /// weights, checks their names and shapes (headers only) against the module.

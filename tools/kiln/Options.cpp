@@ -41,12 +41,14 @@ cl::opt<std::string> cacheDirFlag(
     cl::desc("The kernel cache folder (default: $KILN_CACHE_DIR, else "
              "$XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels)"),
     cl::value_desc("folder"), cl::sub(compileCommand()), cl::sub(runCommand()),
-    cl::sub(tuneCommand()), cl::sub(cacheCommand()));
+    cl::sub(tuneCommand()), cl::sub(cacheCommand()),
+    cl::sub(evalCommand()));
 
 cl::opt<std::string> dtypeFlag("dtype",
                                cl::desc("Storage type: f16, bf16 or f32"),
                                cl::init("f16"), cl::sub(compileCommand()),
-                               cl::sub(runCommand()), cl::sub(tuneCommand()));
+                               cl::sub(runCommand()), cl::sub(tuneCommand()),
+                               cl::sub(evalCommand()));
 
 cl::opt<bool> fusionFlag("fusion",
                          cl::desc("Run the fusion pipeline (default on; "
@@ -61,7 +63,8 @@ cl::opt<RopeLayout> ropeLayoutFlag(
                clEnumValN(RopeLayout::interleaved, "interleaved",
                           "pairs (2i, 2i + 1): Meta's original layout")),
     cl::init(RopeLayout::rotate_half), cl::sub(compileCommand()),
-    cl::sub(runCommand()), cl::sub(tuneCommand()));
+    cl::sub(runCommand()), cl::sub(tuneCommand()),
+    cl::sub(evalCommand()));
 
 cl::opt<bool> decomposeSoftmaxFlag(
     "decompose-softmax",
@@ -105,12 +108,13 @@ cl::opt<std::string> quantizeFlag(
              "int8 (a scale per row), int4-g32, int4-g64, int4-g128, int4 "
              "(per row), int8-gN or fp8 (docs/quantization.md)"),
     cl::value_desc("format"), cl::sub(compileCommand()), cl::sub(runCommand()),
-    cl::sub(tuneCommand()));
+    cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 cl::opt<bool> quantizeZeroPointsFlag(
     "quantize-zero-points",
     cl::desc("With --quantize int8/int4: asymmetric, a zero point per group"),
-    cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(tuneCommand()));
+    cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(tuneCommand()),
+    cl::sub(evalCommand()));
 
 absl::StatusOr<FrontendOptions> frontendOptions() {
   FrontendOptions opts;
@@ -140,7 +144,7 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
                      " is not a byte count (0: what the batch needs)"));
   if (!quantizeFlag.empty()) {
     opts.quantize = QuantFormat::parse(quantizeFlag);
-    if (!opts.quantize)
+    if (!opts.quantize || opts.quantize->actOrder)
       return absl::InvalidArgumentError(
           absl::StrCat("--quantize: '", std::string(quantizeFlag),
                        "' is not a format: ", quantFormatChoices()));
@@ -166,7 +170,7 @@ cl::opt<std::string> kernelOptionsFlag(
              "elementwise-threads, "
              "gemm-algo, gemm-tile"),
     cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()),
-    cl::sub(tuneCommand()));
+    cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 cl::opt<std::string> tuningDbFlag(
     "tuning-db",

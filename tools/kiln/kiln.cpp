@@ -6,6 +6,8 @@
 //   kiln run model.kiln --weights FOLDER --prompt-ids ... [--device emu]
 //   kiln inspect model.kiln [--sass | --sass-json] [--sass-expect ...]
 //   kiln cache list | explain DIGEST DIGEST | clear
+//   kiln eval MODEL --quantize FORMAT | --compare-to MODEL2 --prompt-ids ...
+//             [--device ref|emu|cuda] [--json FILE]
 //   kiln tune [MODEL | BUNDLE] --seq-lens 1,2,4,... [--batch 1,8,32]
 //             --tuning-db FILE [--families ...] [--plot-dir DIR]
 //
@@ -35,9 +37,9 @@ namespace {
 // wrong type to the sanitized build.
 __attribute__((no_sanitize("vptr"))) void hideOtherOptions() {
   namespace cl = llvm::cl;
-  cl::SubCommand *commands[] = {&kiln::compileCommand(), &kiln::runCommand(),
-                                &kiln::tuneCommand(), &kiln::inspectCommand(),
-                                &kiln::cacheCommand()};
+  cl::SubCommand *commands[] = {
+      &kiln::compileCommand(), &kiln::runCommand(),   &kiln::tuneCommand(),
+      &kiln::inspectCommand(), &kiln::cacheCommand(), &kiln::evalCommand()};
   llvm::SmallVector<cl::SubCommand *> all = {&cl::SubCommand::getTopLevel()};
   all.append(std::begin(commands), std::end(commands));
   for (cl::SubCommand *sub : all)
@@ -84,8 +86,10 @@ int main(int argc, char **argv) {
     return kiln::runCache();
   if (kiln::tuneCommand())
     return kiln::runTune();
+  if (kiln::evalCommand())
+    return kiln::runEval();
   llvm::errs()
-      << "kiln: error: name a subcommand: compile, run, tune, inspect or "
-         "cache (kiln --help lists them)\n";
+      << "kiln: error: name a subcommand: compile, run, tune, inspect, "
+         "cache or eval (kiln --help lists them)\n";
   return 2;
 }
