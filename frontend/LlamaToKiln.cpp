@@ -177,7 +177,11 @@ private:
 
 } // namespace
 
-absl::Status checkQuantizable(const LlamaConfig &c, const QuantFormat &f) {
+namespace {
+/// The first projection `f` cannot hold, as "weight 'W' <verb>: why";
+/// empty when none.
+std::string unquantizable(const LlamaConfig &c, const QuantFormat &f,
+                          const char *verb) {
   struct Projection {
     const char *module;
     int64_t cols;
@@ -185,10 +189,44 @@ absl::Status checkQuantizable(const LlamaConfig &c, const QuantFormat &f) {
   for (Projection p : {Projection{"self_attn.q_proj", c.hiddenSize},
                        {"mlp.down_proj", c.intermediateSize}})
     if (std::string e = quantShapeError(f, p.cols); !e.empty())
-      return absl::InvalidArgumentError(
-          absl::StrCat("--quantize ", f.name(), ": weight 'model.layers.0.",
-                       p.module, ".weight' cannot be quantized: ", e));
+      return absl::StrCat("weight 'model.layers.0.", p.module, ".weight' ",
+                          verb, ": ", e);
+  return "";
+}
+} // namespace
+
+absl::Status checkQuantizable(const LlamaConfig &c, const QuantFormat &f) {
+  if (std::string e = unquantizable(c, f, "cannot be quantized"); !e.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantize ", f.name(), ": ", e));
   return absl::OkStatus();
+}
+
+absl::StatusOr<FrontendOptions> optionsFor(const ModelSource &source,
+                                           FrontendOptions opts) {
+  if (!source.quantization) {
+    if (opts.quantize)
+      if (absl::Status s = checkQuantizable(source.config, *opts.quantize);
+          !s.ok())
+        return s;
+    return opts;
+  }
+  const QuantizationConfig &q = *source.quantization;
+  if (opts.quantize)
+    return absl::InvalidArgumentError(
+        absl::StrCat(source.name, " is already quantized (", q.describe(),
+                     "); --quantize applies to f16/bf16/f32 checkpoints"));
+  // The checkpoint's codes are used as they are: the projections carry
+  // its format, which the kernels must hold.
+  QuantFormat f = q.format();
+  if (std::string e = unquantizable(source.config, f,
+                                    "cannot run on kiln's quantized kernels");
+      !e.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat(source.folder, "/config.json: quantization_config (",
+                     q.describe(), ", group_size ", q.groupSize, "): ", e));
+  opts.quantize = f;
+  return opts;
 }
 
 OwningOpRef<ModuleOp> buildLlamaModule(MLIRContext &ctx,
@@ -224,11 +262,12 @@ absl::StatusOr<std::vector<WeightSpec>> collectWeights(ModuleOp module) {
   std::vector<WeightSpec> specs;
   std::map<std::string, size_t> seen;
   absl::Status status = absl::OkStatus();
-  auto need = [&](StringRef nameRef, std::vector<int64_t> shape) {
+  auto need = [&](StringRef nameRef, std::vector<int64_t> shape,
+                  std::optional<QuantFormat> quant = {}) {
     std::string name = nameRef.str();
     auto [it, inserted] = seen.emplace(name, specs.size());
     if (inserted)
-      specs.push_back({name, shape});
+      specs.push_back({name, shape, quant});
     else if (specs[it->second].shape != shape && status.ok())
       status = absl::InvalidArgumentError(absl::StrCat(
           "weight '", name, "' is used with two shapes, ",
@@ -237,12 +276,14 @@ absl::StatusOr<std::vector<WeightSpec>> collectWeights(ModuleOp module) {
   module.walk([&](Operation *op) {
     if (auto w = dyn_cast<WeightOp>(op)) {
       need(w.getName(),
-           {w.getType().getShape().begin(), w.getType().getShape().end()});
+           {w.getType().getShape().begin(), w.getType().getShape().end()},
+           weightQuant(w.getType()));
     } else if (auto p = dyn_cast<PackedWeightOp>(op)) {
       // A packed weight needs its sources and the norm it folds in.
       int64_t k = p.getType().getDimSize(1);
       for (auto [source, rows] : llvm::zip(p.getSources(), p.getRows()))
-        need(cast<StringAttr>(source).getValue(), {rows, k});
+        need(cast<StringAttr>(source).getValue(), {rows, k},
+             weightQuant(p.getType()));
       if (auto norm = p.getScaledBy())
         need(*norm, {k});
     }

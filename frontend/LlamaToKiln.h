@@ -2,6 +2,7 @@
 #ifndef KILN_FRONTEND_LLAMATOKILN_H
 #define KILN_FRONTEND_LLAMATOKILN_H
 
+#include "frontend/ModelSource.h"
 #include "ir/KilnDialect.h"
 #include "runtime/ModelConfig.h"
 #include "runtime/Weights.h"
@@ -33,8 +34,9 @@ struct FrontendOptions {
   int64_t maxBatch = 1, maxContext = 0;
   /// Bytes for the KV pool (0: what maxBatch sequences of maxContext need).
   int64_t kvMemory = 0;
-  /// Quantize the seven projections of every layer (--quantize): their
-  /// weights' types carry #kiln.quant.
+  /// Quantize the seven projections of every layer (--quantize, or a
+  /// pre-quantized checkpoint's format: optionsFor): their weights' types
+  /// carry #kiln.quant.
   std::optional<QuantFormat> quantize;
 };
 
@@ -42,6 +44,15 @@ struct FrontendOptions {
 /// the first weight it cannot hold.
 absl::Status checkQuantizable(const LlamaConfig &config,
                               const QuantFormat &format);
+
+/// The options that build `source`'s model from `opts`: checked
+/// --quantize for a float checkpoint; for a pre-quantized one (GPTQ, AWQ:
+/// source.quantization) its format on the projections, as --quantize
+/// would put one. Fails when --quantize is given with a pre-quantized
+/// checkpoint, or when the format cannot hold the projections (naming the
+/// first weight).
+absl::StatusOr<FrontendOptions> optionsFor(const ModelSource &source,
+                                           FrontendOptions opts);
 
 /// Builds the module: `func.func @prefill` (a run of S new tokens, S
 /// dynamic) and `func.func @decode` (one token), each taking

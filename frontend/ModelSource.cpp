@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace kiln {
 namespace fs = std::filesystem;
@@ -54,6 +56,14 @@ absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
   if (!parsed.ok())
     return parsed.status();
   src.config = *parsed;
+  // loadLlamaConfig read the file as JSON already.
+  std::ifstream in(config, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto quant = readQuantizationConfig(text.str(), config);
+  if (!quant.ok())
+    return quant.status();
+  src.quantization = *quant;
   return src;
 }
 

@@ -3,9 +3,11 @@
 #define KILN_FRONTEND_MODELSOURCE_H
 
 #include "runtime/ModelConfig.h"
+#include "runtime/QuantizedCheckpoint.h"
 
 #include "absl/status/statusor.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,9 @@ struct ModelSource {
   std::string folder; // the folder holding config.json (and weights)
   bool isPreset = false;
   LlamaConfig config;
+  /// config.json's quantization_config: the checkpoint is pre-quantized
+  /// (GPTQ, AWQ) and its projections keep that format.
+  std::optional<QuantizationConfig> quantization;
 };
 
 /// Resolves `arg` (a folder with config.json, or a preset name in models/)

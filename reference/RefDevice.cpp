@@ -1,6 +1,7 @@
 //===- RefDevice.cpp - the fp32 reference interpreter ---------------------===//
 #include "reference/RefDevice.h"
 #include "ir/KilnOps.h"
+#include "runtime/QuantizedCheckpoint.h"
 
 #include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -227,10 +228,23 @@ RefDevice::create(ModuleOp module, const WeightSet &weights) {
   dev->values_ = dev->keys_;
 
   // Checkpoint tensors converted to float32 once, by name.
-  auto load = [&](const std::string &name, int64_t elements)
+  auto load = [&](const std::string &name, const std::vector<int64_t> &shape)
       -> absl::StatusOr<std::shared_ptr<const std::vector<float>>> {
     if (auto it = dev->weights_.find(name); it != dev->weights_.end())
       return it->second;
+    int64_t elements = 1;
+    for (int64_t d : shape)
+      elements *= d;
+    if (shape.size() == 2 && weights.prequantized(name)) {
+      auto m = readQuantizedLinear(weights, WeightSet::moduleOf(name),
+                                   *weights.quantization(), shape[0], shape[1]);
+      if (!m.ok())
+        return m.status();
+      auto data = std::make_shared<std::vector<float>>(elements);
+      m->dequantize(data->data());
+      dev->prequantized_.insert(name);
+      return dev->weights_[name] = std::move(data);
+    }
     const TensorView *t = weights.find(name);
     if (!t || t->numElements() != elements)
       return absl::InvalidArgumentError(
@@ -246,13 +260,17 @@ RefDevice::create(ModuleOp module, const WeightSet &weights) {
       return;
     if (auto w = dyn_cast<WeightOp>(op)) {
       auto type = w.getType();
-      auto values = load(w.getName().str(), type.getNumElements());
+      std::string name = w.getName().str();
+      auto values =
+          load(name, {type.getShape().begin(), type.getShape().end()});
       status = values.status();
       if (auto quant = weightQuant(type); quant && values.ok())
-        dev->quantized_[w.getName().str()] =
-            std::make_shared<const std::vector<float>>(
-                roundTrip(**values, type.getDimSize(0), type.getDimSize(1),
-                          *quant));
+        dev->quantized_[name] =
+            dev->prequantized_.count(name)
+                ? *values
+                : std::make_shared<const std::vector<float>>(
+                      roundTrip(**values, type.getDimSize(0),
+                                type.getDimSize(1), *quant));
     } else if (auto p = dyn_cast<PackedWeightOp>(op)) {
       if (!dev->packed_.count(p.getName().str()))
         status = dev->pack(p, load);
@@ -268,18 +286,24 @@ absl::Status RefDevice::pack(PackedWeightOp op, const LoadFn &load) {
   int64_t k = type.getDimSize(1);
   auto packed = std::make_shared<std::vector<float>>(type.getNumElements());
   float *row = packed->data(); // [sum(rows), K]: the sources stacked
+  auto quant = weightQuant(type);
   for (auto [source, rows] : llvm::zip(op.getSources(), op.getRows())) {
-    auto w = load(cast<StringAttr>(source).str(), rows * k);
+    std::string name = cast<StringAttr>(source).str();
+    auto w = load(name, {rows, k});
     if (!w.ok())
       return w.status();
-    row = std::copy((*w)->begin(), (*w)->end(), row);
+    // Quantized: each source's rows as the runtime stores them (a
+    // pre-quantized module's values as they are); the norm folded in after,
+    // exactly.
+    if (quant && !prequantized_.count(name)) {
+      std::vector<float> q = roundTrip(**w, rows, k, *quant);
+      row = std::copy(q.begin(), q.end(), row);
+    } else {
+      row = std::copy((*w)->begin(), (*w)->end(), row);
+    }
   }
-  // Quantized: the stacked rows (each quantized alone, as its source
-  // would be), then the norm folded in exactly.
-  if (auto quant = weightQuant(type))
-    *packed = roundTrip(*packed, type.getDimSize(0), k, *quant);
   if (auto norm = op.getScaledBy()) { // fold the norm weight into columns
-    auto g = load(norm->str(), k);
+    auto g = load(norm->str(), {k});
     if (!g.ok())
       return g.status();
     for (int64_t i = 0; i < type.getDimSize(0); ++i)

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,9 @@ namespace kiln {
 class RefDevice : public Device {
 public:
   /// `module` must hold @prefill and @decode; `weights` must already have
-  /// passed WeightSet::check against collectWeights(module).
+  /// passed WeightSet::check against collectWeights(module). A quantized
+  /// weight runs as its format's values: a pre-quantized module's (GPTQ,
+  /// AWQ) dequantized exactly, a float weight's after round to nearest.
   static absl::StatusOr<std::unique_ptr<RefDevice>>
   create(mlir::ModuleOp module, const WeightSet &weights);
 
@@ -44,15 +47,20 @@ public:
 
 private:
   RefDevice(mlir::ModuleOp module) : module_(module) {}
+  /// A checkpoint tensor of `shape` in float32; a weight the checkpoint
+  /// stores pre-quantized (GPTQ, AWQ) is its module dequantized exactly.
   using LoadFn =
       std::function<absl::StatusOr<std::shared_ptr<const std::vector<float>>>(
-          const std::string &name, int64_t elements)>;
+          const std::string &name, const std::vector<int64_t> &shape)>;
   /// Builds a packed weight as its op says: sources stacked, norm folded.
   absl::Status pack(PackedWeightOp op, const LoadFn &load);
 
   mlir::ModuleOp module_;
   /// Every weight the module names, converted to float32 once.
   std::map<std::string, std::shared_ptr<const std::vector<float>>> weights_;
+  /// The weights loaded from pre-quantized modules: already the quantized
+  /// model's values, which a round trip would move.
+  std::set<std::string> prequantized_;
   /// Every quantized kiln.weight, dequantized, by its name.
   std::map<std::string, std::shared_ptr<const std::vector<float>>> quantized_;
   /// Every packed weight, by its name.

@@ -2,6 +2,7 @@
 #include "runtime/PlanDevice.h"
 #include "runtime/BlasMatmul.h"
 #include "runtime/QuantLayout.h"
+#include "runtime/QuantizedCheckpoint.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -35,6 +36,88 @@ std::vector<uint8_t> quantizedBuffer(const WeightBuffer &b,
   QuantizedMatrix q =
       quantizeRoundToNearest(w.data(), weightRows(b), b.cols, *b.quant);
   return packForKernels(q, norm.empty() ? nullptr : norm.data());
+}
+
+/// Appends the rows of `m` (of the buffer's kind and group) to `out`,
+/// whose format is the buffer's: a source without zero points gets the
+/// middle code's (GPTQ's symmetric modules), which is its value.
+void appendRows(QuantizedMatrix &out, const QuantizedMatrix &m) {
+  out.codes.insert(out.codes.end(), m.codes.begin(), m.codes.end());
+  out.scales.insert(out.scales.end(), m.scales.begin(), m.scales.end());
+  if (out.format.zeroPoints) {
+    if (m.format.zeroPoints)
+      out.zeros.insert(out.zeros.end(), m.zeros.begin(), m.zeros.end());
+    else
+      out.zeros.resize(out.zeros.size() + m.rows * m.groups(),
+                       uint8_t(out.format.middle()));
+  }
+  out.rows += m.rows;
+}
+
+/// A quantized buffer from checkpoint sources, some (or all) stored
+/// pre-quantized (GPTQ, AWQ): each source read in canonical form (a float
+/// one quantized to nearest, as --quantize would), their rows stacked.
+absl::StatusOr<QuantizedMatrix> stackQuantized(const WeightSet &weights,
+                                               const WeightBuffer &b) {
+  const QuantFormat &f = *b.quant;
+  QuantFormat plain = f; // what a source is read as, columns in order
+  plain.actOrder = false;
+  QuantizedMatrix out;
+  out.format = f;
+  out.cols = b.cols;
+  std::string gIdxFrom; // the source whose g_idx the buffer takes
+  for (const WeightSource &source : b.sources) {
+    if (source.shape.size() != 2 || source.shape[1] != b.cols)
+      return absl::InvalidArgumentError(absl::StrCat(
+          weights.origin(), ": weight '", source.name, "' of shape ",
+          shapeString(source.shape), " cannot be a quantized buffer's rows"));
+    const int64_t rows = source.shape[0];
+    QuantizedMatrix m;
+    if (weights.prequantized(source.name)) {
+      const QuantizationConfig &cfg = *weights.quantization();
+      std::string module = WeightSet::moduleOf(source.name);
+      auto read = readQuantizedLinear(weights, module, cfg, rows, b.cols);
+      if (!read.ok())
+        return read.status();
+      m = std::move(*read);
+      if (m.format.kind != f.kind || m.format.group != f.group ||
+          (m.format.zeroPoints && !f.zeroPoints))
+        return absl::InvalidArgumentError(absl::StrCat(
+            weights.origin(), ": module '", module, "' is stored as ",
+            m.format.name(), " (", cfg.describe(), "); buffer '", b.name,
+            "' holds ", f.name(), ": compile the model from this checkpoint"));
+      if (!m.gIdx.empty() && !f.actOrder)
+        return absl::InvalidArgumentError(absl::StrCat(
+            weights.origin(), ": tensor '", module,
+            ".g_idx' orders the groups' columns (act-order), but "
+            "quantization_config.desc_act is false and the model was "
+            "compiled without act-order"));
+    } else {
+      const TensorView *t = weights.find(source.name);
+      if (!t || t->shape != source.shape)
+        return absl::InvalidArgumentError(
+            absl::StrCat(weights.origin(), ": no weight '", source.name,
+                         "' of shape ", shapeString(source.shape)));
+      std::vector<float> w(t->numElements()); // [rows, cols]
+      t->toFloat(w.data());
+      m = quantizeRoundToNearest(w.data(), rows, b.cols, plain);
+    }
+    // One buffer, one column order: every source's g_idx must agree (q, k
+    // and v of a layer share their input, and GPTQ its order; gate and up
+    // too).
+    if (&source == &b.sources.front()) {
+      out.gIdx = m.gIdx;
+      gIdxFrom = source.name;
+    } else if (m.gIdx != out.gIdx) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          weights.origin(), ": the g_idx of '", WeightSet::moduleOf(gIdxFrom),
+          "' and '", WeightSet::moduleOf(source.name),
+          "' differ; kiln packs them into one buffer ('", b.name,
+          "'), which needs one column order"));
+    }
+    appendRows(out, m);
+  }
+  return out;
 }
 
 std::vector<uint8_t> bytesOf(const std::vector<uint16_t> &halves) {
@@ -90,6 +173,18 @@ WeightProvider::pack(const WeightBuffer &w) const {
                        w.cols, " elements"));
     g->toFloat(scale.data());
   }
+  if (w.quant) {
+    // Each source quantized (or read pre-quantized), then stacked; the
+    // norm stays apart: the kernels scale x by it (QuantLayout.h).
+    auto q = stackQuantized(weights, w);
+    if (!q.ok())
+      return q.status();
+    std::vector<uint16_t> norm;
+    if (!w.scaledBy.empty())
+      for (float g : scale)
+        norm.push_back(floatToHalf(g));
+    return packForKernels(*q, norm.empty() ? nullptr : norm.data());
+  }
   std::vector<float> rows; // [sum(rows), cols]: the sources stacked
   rows.reserve(elements);
   for (const WeightSource &source : w.sources) {
@@ -101,13 +196,6 @@ WeightProvider::pack(const WeightBuffer &w) const {
     size_t at = rows.size();
     rows.resize(at + t->numElements());
     t->toFloat(rows.data() + at);
-  }
-  if (w.quant) {
-    // The norm stays apart: the kernels scale x by it (QuantLayout.h).
-    std::vector<uint16_t> norm;
-    for (float g : w.scaledBy.empty() ? std::vector<float>() : scale)
-      norm.push_back(floatToHalf(g));
-    return quantizedBuffer(w, rows, norm);
   }
   std::vector<uint16_t> out(elements); // [sum(rows), cols] f16
   for (int64_t j = 0; j < elements; ++j)

@@ -125,6 +125,15 @@ std::string QuantizationConfig::describe() const {
                       method == QuantMethod::GPTQ ? "GPTQ" : "AWQ");
 }
 
+QuantFormat QuantizationConfig::format() const {
+  QuantFormat f;
+  f.kind = bits == 4 ? QuantKind::Int4 : QuantKind::Int8;
+  f.group = groupSize == -1 ? 0 : groupSize;
+  f.zeroPoints = true;
+  f.actOrder = method == QuantMethod::GPTQ && descAct;
+  return f;
+}
+
 absl::StatusOr<std::optional<QuantizationConfig>>
 readQuantizationConfig(std::string_view configJson, const std::string &path) {
   Json root;
@@ -226,9 +235,17 @@ readQuantizationConfig(std::string_view configJson, const std::string &path) {
   return std::optional<QuantizationConfig>(c);
 }
 
-absl::StatusOr<QuantizedMatrix>
-readQuantizedLinear(const WeightSet &weights, const std::string &module,
-                    const QuantizationConfig &cfg, int64_t rows, int64_t cols) {
+namespace {
+/// A module's tensors, checked against the config and its shape.
+struct ModuleTensors {
+  const TensorView *qweight = nullptr, *qzeros = nullptr, *scales = nullptr;
+  std::vector<int32_t> gIdx; // when g_idx is not c / group
+};
+
+absl::StatusOr<ModuleTensors> locate(const WeightSet &weights,
+                                     const std::string &module,
+                                     const QuantizationConfig &cfg,
+                                     int64_t rows, int64_t cols) {
   const bool gptq = cfg.method == QuantMethod::GPTQ;
   const std::string what = cfg.describe();
   if (cfg.bits != 4 && (cfg.bits != 8 || !gptq))
@@ -281,11 +298,7 @@ readQuantizedLinear(const WeightSet &weights, const std::string &module,
   if (!scales.ok())
     return scales.status();
 
-  QuantizedMatrix m;
-  m.format.kind = bits == 4 ? QuantKind::Int4 : QuantKind::Int8;
-  m.format.group = cfg.groupSize == -1 ? 0 : cfg.groupSize;
-  m.rows = rows;
-  m.cols = cols;
+  ModuleTensors m{*qweight, *qzeros, *scales, {}};
 
   // g_idx: GPTQ's group of each input feature. GPTQ (AutoGPTQ's and
   // GPTQModel's gptq.py) makes it [c // group] permuted by act-order's
@@ -320,6 +333,36 @@ readQuantizedLinear(const WeightSet &weights, const std::string &module,
     if (!plain)
       m.gIdx = std::move(g);
   }
+  return m;
+}
+} // namespace
+
+absl::Status checkQuantizedLinear(const WeightSet &weights,
+                                  const std::string &module,
+                                  const QuantizationConfig &cfg, int64_t rows,
+                                  int64_t cols) {
+  return locate(weights, module, cfg, rows, cols).status();
+}
+
+absl::StatusOr<QuantizedMatrix>
+readQuantizedLinear(const WeightSet &weights, const std::string &module,
+                    const QuantizationConfig &cfg, int64_t rows, int64_t cols) {
+  auto located = locate(weights, module, cfg, rows, cols);
+  if (!located.ok())
+    return located.status();
+  const bool gptq = cfg.method == QuantMethod::GPTQ;
+  const int bits = cfg.bits;
+  const int perWord = 32 / bits;
+  const int64_t group = cfg.groupSize == -1 ? cols : cfg.groupSize;
+  const int64_t groups = cols / group;
+  const TensorView *qzeros = located->qzeros, *scales = located->scales;
+
+  QuantizedMatrix m;
+  m.format.kind = bits == 4 ? QuantKind::Int4 : QuantKind::Int8;
+  m.format.group = cfg.groupSize == -1 ? 0 : cfg.groupSize;
+  m.rows = rows;
+  m.cols = cols;
+  m.gIdx = std::move(located->gIdx);
 
   // Zero points and scales, [groups, rows] on disk, [rows, groups] here.
   const int maxCode = (1 << bits) - 1;
@@ -328,7 +371,7 @@ readQuantizedLinear(const WeightSet &weights, const std::string &module,
   bool middleOnly = true;
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t w = 0; w < rows / perWord; ++w) {
-      uint32_t z = word(**qzeros, g * (rows / perWord) + w);
+      uint32_t z = word(*qzeros, g * (rows / perWord) + w);
       for (int f = 0; f < perWord; ++f) {
         int64_t r = w * perWord + (gptq ? f : kAwqOrder[f]);
         int zero = field(z, f, bits) + add;
@@ -349,12 +392,12 @@ readQuantizedLinear(const WeightSet &weights, const std::string &module,
   m.scales.resize(rows * groups);
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(&m.scales[r * groups + g],
-                  (*scales)->data + 2 * (g * rows + r), 2);
+      std::memcpy(&m.scales[r * groups + g], scales->data + 2 * (g * rows + r),
+                  2);
 
   // Codes, [rows, cols].
   m.codes.resize(rows * cols);
-  const TensorView &q = **qweight;
+  const TensorView &q = *located->qweight;
   if (gptq) {
     for (int64_t kw = 0; kw < cols / perWord; ++kw)
       for (int64_t r = 0; r < rows; ++r) {

@@ -45,6 +45,11 @@ struct QuantizationConfig {
 
   /// "GPTQ" or "AWQ" with the bits: "4-bit GPTQ", for messages.
   std::string describe() const;
+  /// The format kiln holds the checkpoint's modules in (#kiln.quant):
+  /// int4 or int8, group_size (0 for -1), always with zero points (the
+  /// files store them: with them every module is exact, symmetric or not),
+  /// and act-order for GPTQ's desc_act.
+  QuantFormat format() const;
 };
 
 /// config.json's `quantization_config`, parsed and checked: nullopt when the
@@ -69,6 +74,14 @@ readQuantizationConfig(std::string_view configJson, const std::string &path);
 absl::StatusOr<QuantizedMatrix>
 readQuantizedLinear(const WeightSet &weights, const std::string &module,
                     const QuantizationConfig &cfg, int64_t rows, int64_t cols);
+
+/// readQuantizedLinear's checks alone (the tensors' dtypes and shapes, and
+/// g_idx's entries), without converting the codes: what WeightSet::check
+/// asks of a module stored pre-quantized.
+absl::Status checkQuantizedLinear(const WeightSet &weights,
+                                  const std::string &module,
+                                  const QuantizationConfig &cfg, int64_t rows,
+                                  int64_t cols);
 
 } // namespace kiln
 

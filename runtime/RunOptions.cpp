@@ -120,7 +120,7 @@ std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws) {
   std::vector<WeightSpec> specs;
   for (const WeightBuffer &w : ws) {
     for (const WeightSource &s : w.sources)
-      specs.push_back({s.name, s.shape});
+      specs.push_back({s.name, s.shape, w.quant});
     if (!w.scaledBy.empty())
       specs.push_back({w.scaledBy, {w.cols}});
   }

@@ -1,6 +1,8 @@
 //===- Weights.cpp - open a model folder's safetensors --------------------===//
 #include "runtime/Weights.h"
+#include "runtime/QuantizedCheckpoint.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include <nlohmann/json.hpp>
@@ -58,6 +60,26 @@ readIndex(const std::string &path) {
   }
   return map;
 }
+
+/// The folder's config.json quantization_config, when it has one: the
+/// layout of its pre-quantized modules.
+absl::StatusOr<std::shared_ptr<const QuantizationConfig>>
+readQuantization(const std::string &folder) {
+  std::string path = join(folder, "config.json");
+  if (!isFile(path))
+    return nullptr;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return fault(path, std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto cfg = readQuantizationConfig(text.str(), path);
+  if (!cfg.ok())
+    return cfg.status();
+  if (!cfg->has_value())
+    return nullptr;
+  return std::make_shared<const QuantizationConfig>(**cfg);
+}
 } // namespace
 
 bool WeightSet::present(const std::string &folder) {
@@ -68,6 +90,10 @@ bool WeightSet::present(const std::string &folder) {
 absl::StatusOr<std::unique_ptr<WeightSet>>
 WeightSet::open(const std::string &folder) {
   auto set = std::make_unique<WeightSet>();
+  auto quant = readQuantization(folder);
+  if (!quant.ok())
+    return quant.status();
+  set->quant_ = std::move(*quant);
   std::string single = join(folder, "model.safetensors");
   std::string index = join(folder, "model.safetensors.index.json");
   if (isFile(single)) {
@@ -112,9 +138,56 @@ const TensorView *WeightSet::find(const std::string &name) const {
   return it == byName_.end() ? nullptr : it->second;
 }
 
+std::string WeightSet::moduleOf(const std::string &name) {
+  return absl::EndsWith(name, ".weight")
+             ? name.substr(0, name.size() - std::string_view(".weight").size())
+             : name;
+}
+
+bool WeightSet::prequantized(const std::string &name) const {
+  return quant_ && absl::EndsWith(name, ".weight") && !find(name) &&
+         find(moduleOf(name) + ".qweight");
+}
+
 absl::Status WeightSet::check(const std::vector<WeightSpec> &specs) const {
   for (const WeightSpec &spec : specs) {
+    if (prequantized(spec.name)) {
+      // Stored as GPTQ/AWQ modules: the model must hold them in their own
+      // format (the kernels take the codes as they are, never requantized).
+      const QuantizationConfig &q = *quant_;
+      std::string module = moduleOf(spec.name);
+      std::string stored = absl::StrCat(
+          q.describe(), ", '", module, ".qweight', kiln's ", q.format().name());
+      if (!spec.quant)
+        return fault(origin_,
+                     absl::StrCat("weight '", spec.name,
+                                  "' is stored pre-quantized (", stored,
+                                  "); the model was compiled for float "
+                                  "weights: compile it from this checkpoint"));
+      if (*spec.quant != q.format())
+        return fault(origin_,
+                     absl::StrCat("weight '", spec.name,
+                                  "' is stored pre-quantized (", stored,
+                                  "); the model was compiled to hold it as ",
+                                  spec.quant->name(),
+                                  ": compile it from this checkpoint"));
+      if (spec.shape.size() != 2)
+        return fault(origin_, absl::StrCat("weight '", spec.name,
+                                           "' is stored pre-quantized, but "
+                                           "the model needs it of shape ",
+                                           shapeString(spec.shape)));
+      if (absl::Status s = checkQuantizedLinear(*this, module, q, spec.shape[0],
+                                                spec.shape[1]);
+          !s.ok())
+        return s;
+      continue;
+    }
     const TensorView *t = find(spec.name);
+    if (!t && quant_ && spec.quant)
+      return fault(origin_,
+                   absl::StrCat("missing weight '", spec.name, "' (and its ",
+                                quant_->describe(), " module's '",
+                                moduleOf(spec.name), ".qweight')"));
     if (!t)
       return fault(origin_, absl::StrCat("missing weight '", spec.name, "'"));
     if (!isFloat(t->dtype))

@@ -8,6 +8,8 @@
 #include "runtime/QuantizedCheckpoint.h"
 #include "TestFiles.h"
 #include "runtime/Hash.h"
+#include "runtime/PlanDevice.h"
+#include "runtime/QuantLayout.h"
 #include "runtime/SafeTensors.h"
 
 #include <gtest/gtest.h>
@@ -740,6 +742,109 @@ TEST(QuantizedLinear, V1ZeroOverflow) {
             dir8.file("model.safetensors") + ": tensor '" + m +
                 ".qzeros' holds 255 for group 0, output 1: zero point 256 in "
                 "v1 (stored + 1), past the 8-bit codes 0..255");
+}
+
+// --- Loading a pre-quantized folder (WeightSet, WeightProvider) -------------
+
+TEST(PrequantizedFolder, KilnFormatOfEachVariant) {
+  const char *formats[][2] = {
+      {"gptq-4b-g32-sym", "int4-g32-zp"},
+      {"gptq-4b-g128-asym", "int4-g128-zp"},
+      {"gptq-4b-g32-actorder", "int4-g32-zp-act"},
+      {"gptq-8b-row", "int8-zp"},
+      {"gptq-v2-4b-g64", "int4-g64-zp"},
+      {"awq-4b-g32", "int4-g32-zp"},
+  };
+  for (auto [variant, format] : formats) {
+    auto w =
+        WeightSet::open(fixtures() + "/quant/tiny-mha-" + variant + "/model");
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_NE((*w)->quantization(), nullptr) << variant;
+    EXPECT_EQ((*w)->quantization()->format().name(), format) << variant;
+  }
+  // A float folder has none.
+  auto f16 = WeightSet::open(fixtures() + "/tiny-mha/model");
+  ASSERT_TRUE(f16.ok()) << f16.status();
+  EXPECT_EQ((*f16)->quantization(), nullptr);
+}
+
+TEST(PrequantizedFolder, CheckTakesTheModulesInTheirFormat) {
+  std::string dir = fixtures() + "/quant/tiny-mha-gptq-4b-g32-sym/model";
+  auto w = WeightSet::open(dir);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  EXPECT_TRUE((*w)->prequantized(q));
+  EXPECT_FALSE((*w)->prequantized("model.norm.weight"));
+  QuantFormat format = *QuantFormat::parse("int4-g32-zp");
+  EXPECT_TRUE(
+      (*w)->check({{q, {128, 128}, format}, {"model.norm.weight", {128}}})
+          .ok());
+  std::string origin = dir + "/model.safetensors";
+  EXPECT_EQ((*w)->check({{q, {128, 128}}}).message(),
+            origin + ": weight '" + q +
+                "' is stored pre-quantized (4-bit GPTQ, "
+                "'model.layers.0.self_attn.q_proj.qweight', kiln's "
+                "int4-g32-zp); the model was compiled for float weights: "
+                "compile it from this checkpoint");
+  EXPECT_EQ(
+      (*w)->check({{q, {128, 128}, QuantFormat::parse("int4-g128")}}).message(),
+      origin + ": weight '" + q +
+          "' is stored pre-quantized (4-bit GPTQ, "
+          "'model.layers.0.self_attn.q_proj.qweight', kiln's "
+          "int4-g32-zp); the model was compiled to hold it as "
+          "int4-g128: compile it from this checkpoint");
+  // The shape the model needs is the module's: qweight disagrees.
+  EXPECT_EQ((*w)->check({{q, {128, 256}, format}}).message(),
+            origin +
+                ": tensor 'model.layers.0.self_attn.q_proj.qweight' has shape "
+                "[16, 128]; 4-bit GPTQ of a [128, 256] weight with group size "
+                "32 stores [32, 128]");
+}
+
+TEST(PrequantizedFolder, PackStacksTheModulesRows) {
+  // q, k and v of layer 0 in one buffer, with the norm beside: the
+  // modules' rows one after the other, a symmetric module's zeros the
+  // middle code, act-order's shared g_idx kept.
+  for (const char *variant : {"gptq-4b-g32-sym", "gptq-4b-g32-actorder"}) {
+    auto w =
+        WeightSet::open(fixtures() + "/quant/tiny-mha-" + variant + "/model");
+    ASSERT_TRUE(w.ok()) << w.status();
+    const QuantizationConfig &cfg = *(*w)->quantization();
+    const std::string p = "model.layers.0.self_attn.";
+    WeightBuffer b{p + "qkv",
+                   {{p + "q_proj.weight", {128, 128}},
+                    {p + "k_proj.weight", {128, 128}},
+                    {p + "v_proj.weight", {128, 128}}},
+                   128,
+                   "model.layers.0.input_layernorm.weight",
+                   cfg.format()};
+    auto packed = WeightProvider::checkpoint(**w).pack(b);
+    ASSERT_TRUE(packed.ok()) << variant << ": " << packed.status();
+    EXPECT_EQ(int64_t(packed->size()), weightBufferBytes(b)) << variant;
+
+    QuantizedMatrix want;
+    want.format = cfg.format();
+    want.rows = 384;
+    want.cols = 128;
+    for (const char *m : {"q_proj", "k_proj", "v_proj"}) {
+      auto q = readQuantizedLinear(**w, p + m, cfg, 128, 128);
+      ASSERT_TRUE(q.ok()) << q.status();
+      want.codes.insert(want.codes.end(), q->codes.begin(), q->codes.end());
+      want.scales.insert(want.scales.end(), q->scales.begin(), q->scales.end());
+      if (q->zeros.empty())
+        want.zeros.resize(want.zeros.size() + 128 * 4, 8);
+      else
+        want.zeros.insert(want.zeros.end(), q->zeros.begin(), q->zeros.end());
+      want.gIdx = q->gIdx;
+    }
+    EXPECT_EQ(want.gIdx.empty(), !cfg.descAct) << variant;
+    std::vector<float> g(128);
+    (*w)->find("model.layers.0.input_layernorm.weight")->toFloat(g.data());
+    std::vector<uint16_t> norm;
+    for (float x : g)
+      norm.push_back(floatToHalf(x));
+    EXPECT_TRUE(*packed == packForKernels(want, norm.data())) << variant;
+  }
 }
 
 } // namespace

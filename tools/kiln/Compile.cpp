@@ -99,11 +99,11 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
   if (!source.ok())
     return source.status();
   CompiledModel out{*source, {}, {}};
-  if (opts.quantize)
-    if (absl::Status s = checkQuantizable(source->config, *opts.quantize);
-        !s.ok())
-      return s;
-  out.module = buildLlamaModule(ctx, source->config, opts, source->name);
+  // A pre-quantized checkpoint's format goes on its projections.
+  auto built = optionsFor(*source, opts);
+  if (!built.ok())
+    return built.status();
+  out.module = buildLlamaModule(ctx, source->config, *built, source->name);
   if (failed(verify(*out.module)))
     return absl::InternalError(
         absl::StrCat(name, ": the frontend built IR that does not verify"));
