@@ -209,17 +209,13 @@ private:
     std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
     bool direct = gemmWritesResult(&op);
     std::string last = rows == GemmRows::Last ? kLastRowSuffix : "";
-    if (hasQuantizedWeight(&op)) {
-      // The quantized GEMM, whatever the plan's gemm-algo: C[tokens, n]
-      // f32 into the workspace, the real rows only.
-      std::string gemm = base + kQuantGemmSuffix + last;
-      if (!index.count(gemm))
-        return llvm::createStringError("no kernel " + gemm + " for " + name);
-      const CudaKernel &g = kernels[index.lookup(gemm)];
+    // kiln's own GEMM `gemm` into the workspace, C[tokens, n] f32, for
+    // the epilogue (it reads the real row count itself).
+    auto intoWorkspace = [&](const CudaKernel &g) {
       int64_t n =
           cast<RankedTensorType>(op.getOperand(1).getType()).getDimSize(0);
       p.workspaceFloats = std::max(p.workspaceFloats, tokens * n);
-      Launch l{index.lookup(gemm),
+      Launch l{index.lookup(g.kernel),
                name,
                g.gridFor(tokens),
                g.blockThreads,
@@ -227,8 +223,14 @@ private:
                 Argument(Region::Workspace), Argument(Region::Count)}};
       l.when = when;
       out.push_back(std::move(l));
+    };
+    if (hasQuantizedWeight(&op)) {
+      // The quantized GEMM, whatever the plan's gemm-algo.
+      std::string gemm = base + kQuantGemmSuffix + last;
+      if (!index.count(gemm))
+        return llvm::createStringError("no kernel " + gemm + " for " + name);
+      intoWorkspace(kernels[index.lookup(gemm)]);
     } else if (gemmAlgo == kSmallGemmAlgo) {
-      // kiln's own reads the real row count itself.
       std::string gemm = variant(base + kSmallGemmSuffix + last);
       if (!index.count(gemm))
         return llvm::createStringError("no kernel " + gemm +
@@ -238,18 +240,7 @@ private:
         if (llvm::Error e = launch(op, g, tokens, when, out))
           return e;
       } else {
-        // Into the workspace, C[tokens, n] f32, for the epilogue.
-        int64_t n =
-            cast<RankedTensorType>(op.getOperand(1).getType()).getDimSize(0);
-        p.workspaceFloats = std::max(p.workspaceFloats, tokens * n);
-        Launch l{index.lookup(gemm),
-                 name,
-                 g.gridFor(tokens),
-                 g.blockThreads,
-                 {b.bind(op.getOperand(0)), b.bind(op.getOperand(1)),
-                  Argument(Region::Workspace), Argument(Region::Count)}};
-        l.when = when;
-        out.push_back(std::move(l));
+        intoWorkspace(g);
       }
     } else {
       // D[tokens, n] = x . W^T: into the workspace (f32, for the epilogue),

@@ -6,6 +6,8 @@
 #include "frontend/LlamaToKiln.h"
 #include "frontend/ModelSource.h"
 #include "inspect/SassAudit.h"
+#include "runtime/Device.h"
+#include "runtime/PlanDevice.h"
 #include "tune/Predict.h"
 
 #include "absl/status/statusor.h"
@@ -52,6 +54,12 @@ int runInspect();
 int runTune();
 int runCache();
 int runEval();
+
+/// The cuda device for a model compiled on the way (kiln run, kiln eval):
+/// its kernels through NVRTC and the kernel cache (--cache-dir) for the
+/// GPU's own target. Run.cpp.
+absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
+                                                      const WeightProvider &w);
 
 /// Resolves a model and builds its verified kiln module; when the folder has
 /// weights, checks their names and shapes (headers only) against the module.

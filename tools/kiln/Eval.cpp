@@ -84,28 +84,6 @@ cl::opt<std::string> jsonFlag("json",
                               cl::value_desc("file.json"),
                               cl::sub(evalCommand()));
 
-/// The cuda device for a model compiled on the way (as kiln run makes it).
-absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
-                                                      const WeightProvider &w) {
-  auto gpu = probeCudaGpu();
-  if (!gpu.ok())
-    return gpu.status();
-  KernelCache cache(cacheDirFlag.empty() ? KernelCache::defaultDir()
-                                         : std::string(cacheDirFlag));
-  int hits = 0;
-  auto compiled =
-      compileKernelsCached(program.kernels, {gpu->target}, cache, hits);
-  if (!compiled)
-    return absl::InternalError(toString(compiled.takeError()));
-  KernelBinaries cubin, ptx;
-  for (CompiledKernel &k : *compiled) {
-    cubin[k.kernel][k.target] = std::move(k.cubin);
-    ptx[k.kernel][k.target] = std::move(k.ptx);
-  }
-  return CudaDevice::create(std::move(program), cubin, ptx,
-                            nvrtcVersionString(), w);
-}
-
 /// `m` on the device `where`, with `weights` (which must outlive it).
 absl::StatusOr<std::unique_ptr<Device>> deviceFor(const std::string &where,
                                                   const CompiledModel &m,

@@ -122,8 +122,9 @@ cl::opt<bool> randomWeights(
              "cuda)"),
     cl::sub(runCommand()));
 
-/// The cuda device for a model compiled on the way: its kernels through
-/// NVRTC (and the kernel cache) for the GPU's own target.
+
+} // namespace
+
 absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
                                                       const WeightProvider &w) {
   auto gpu = probeCudaGpu();
@@ -144,8 +145,6 @@ absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
   return CudaDevice::create(std::move(program), cubin, ptx,
                             nvrtcVersionString(), w);
 }
-
-} // namespace
 
 int runRun() {
   if (!promptTexts.empty() && !promptIds.empty())
