@@ -61,11 +61,9 @@ struct Binder {
     return {Region::Arena, offsets.asArrayRef()[n]};
   }
 
-  /// A layer's keys (or values) in the pool.
-  Argument cache(int64_t layer, bool values) {
-    int64_t offset = layer * pool.getLayerBytes() +
-                     (values ? pool.getBlocks() * pool.getBlockBytes() : 0);
-    return {Region::Pool, offset};
+  /// A layer's keys (or values; or their scales) in the pool.
+  Argument cache(int64_t layer, bool values, bool scales = false) {
+    return {Region::Pool, pool.getOffset(layer, values, scales)};
   }
 };
 
@@ -308,12 +306,18 @@ private:
         break;
       case ParamKind::KCache:
       case ParamKind::VCache:
+      case ParamKind::KScales:
+      case ParamKind::VScales:
         if (!layer) {
           b.error = "kernel " + k.kernel + " reads a cache, '" +
                     op.getName().getStringRef().str() + "' names no layer";
           return {};
         }
-        args.push_back(b.cache(*layer, param.kind == ParamKind::VCache));
+        args.push_back(b.cache(*layer,
+                               param.kind == ParamKind::VCache ||
+                                   param.kind == ParamKind::VScales,
+                               param.kind == ParamKind::KScales ||
+                                   param.kind == ParamKind::VScales));
         break;
       default:
         args.push_back({regionOf(param.kind)});
@@ -465,6 +469,16 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   };
   if (llvm::Error e = addSmallGemms(opts))
     return std::move(e);
+  // Decode's GEMMs before an epilogue (a fused_qkv into a quantized cache
+  // with f16 weights) are kiln's own, a row a tile: the decode plan is a
+  // CUDA graph of kiln's kernels only.
+  CodegenOptions decodeGemm = opts;
+  decodeGemm.gemmAlgo = kSmallGemmAlgo;
+  decodeGemm.gemmTile = 1;
+  auto decodeGemms = emitSmallGemms(decode, decodeGemm);
+  if (!decodeGemms)
+    return decodeGemms.takeError();
+  llvm::append_range(kernels, *decodeGemms);
   // The LM head's kernels for a prefill whose logits are not read back:
   // the last real row's (once per suffix).
   llvm::StringSet<> lastRows;
@@ -551,6 +565,12 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   p.blockSize = pool.getBlockSize();
   p.sequences = pool.getSequences();
   p.tableBlocks = pool.getTableBlocks();
+  mlir::Type stored = cache.getElementType();
+  p.kvDtype = isa<Float8E4M3FNType>(stored) ? "fp8"
+              : stored.isInteger(8)         ? "int8"
+              : stored.isF32()              ? "f32"
+              : stored.isBF16()             ? "bf16"
+                                            : "f16";
   if (p.sequences > maxTokens.getInt())
     return llvm::createStringError(
         "a batch of " + std::to_string(p.sequences) +
@@ -585,7 +605,8 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   collectManifest(decode, p);
 
   LaunchBuilder builder(p, pool, index, kernels);
-  auto step = builder.build(decode, 1, p.decodeLogits);
+  auto step =
+      builder.build(decode, 1, p.decodeLogits, false, "", kSmallGemmAlgo);
   if (!step)
     return step.takeError();
   p.decode = std::move(*step);

@@ -74,6 +74,8 @@ enum class ParamKind {
   Weight,      // a weight (or packed weight) buffer
   KCache,      // the layer's keys in the KV pool
   VCache,      // the layer's values in the KV pool
+  KScales,     // a quantized cache's key scales [slot, KVH] f16
+  VScales,     // a quantized cache's value scales [slot, KVH] f16
   BlockTable,  // int32 [sequences, TABLE_BLOCKS]: every sequence's blocks
   Positions,   // int32 positions of the new tokens
   Tokens,      // int32 token ids
@@ -168,6 +170,14 @@ CudaKernel kernelFor(mlir::Operation *op, llvm::StringRef suffix = "");
 /// table). Unplanned: blocks of 16 for the whole context.
 std::string poolConstants(mlir::Operation *op);
 
+/// The KV cache's storage as the kernels see it (codegen/KVCacheQuant.cpp):
+/// `kiln_kv_t` (__half, or the codes' unsigned char), `KV_QUANT`,
+/// `KV_INT8`, `KV_MAX`, `KV_UNIT`; a quantized cache's
+/// `kiln_kv_decode4(w, f)`, `kiln_kv_decode1(c)` (codes to floats,
+/// KV_UNIT times less than their values) and `kiln_kv_store_head<DH>(x,
+/// codes, scale)` (one head quantized by a warp).
+std::string kvCachePrelude(KVCacheType cache);
+
 /// The templates read and write f16 storage only.
 llvm::Error requireF16(mlir::Type element);
 
@@ -199,10 +209,12 @@ llvm::Expected<QkvShape> qkvShape(mlir::Operation *op,
 
 /// kiln.attention's heads and the CUDA both of its templates start with:
 /// the RoPE table and the constants H, KVH, DH, GROUP, BLOCK_SIZE,
-/// TABLE_BLOCKS, DPL, ROPE, INTERLEAVED and SCALE; and the parameters both
-/// take first (q, the layer's cache, the tables, positions, count, out).
+/// TABLE_BLOCKS, DPL, ROPE, INTERLEAVED and SCALE, the cache's storage
+/// (kvCachePrelude); and the parameters both take first (q, the layer's
+/// cache and a quantized one's scales, the tables, positions, count, out).
 struct AttentionShape {
   int64_t heads = 0, kvHeads = 0, dh = 0;
+  KVCacheType cache; // the cache the keys and values are read from
   std::string header;
   std::vector<KernelParam> params;
 };
@@ -256,8 +268,11 @@ struct DecodeAttentionTiling {
   int keysPerLoad = 0, headSplits = 1, unroll = 0, warps = 0, minBlocks = 1;
   int keysPerTile() const { return keysPerLoad / headSplits * unroll; }
 };
+/// `elementBytes`: a cache element's (2, or 1 quantized: twice the keys a
+/// tile for the same registers and bytes in flight).
 DecodeAttentionTiling decodeAttentionTiling(int64_t dh, int64_t group,
-                                            const CodegenOptions &opts);
+                                            const CodegenOptions &opts,
+                                            int64_t elementBytes = 2);
 /// Decode attention's splits of a row with `keys` keys on a grid of
 /// `gridSplits`: all of them with a fixed kv-splits, else at least a tile
 /// a warp.
@@ -358,10 +373,12 @@ bool hasBatchKernel(KernelOpInterface op);
 llvm::Expected<std::vector<CudaKernel>>
 emitBatchKernels(mlir::Operation *prefill, const CodegenOptions &opts);
 
-/// kiln's own GEMM (emitSmallGemm) of each distinct matmul of @prefill, for
-/// plans with gemm-algo=-2.
+/// kiln's own GEMM (emitSmallGemm) of each distinct matmul of `fn` that
+/// runs after a GEMM in its phase (but a quantized weight's): @prefill's,
+/// for plans with gemm-algo=-2; @decode's (a fused_qkv into a quantized
+/// cache), always.
 llvm::Expected<std::vector<CudaKernel>>
-emitSmallGemms(mlir::Operation *prefill, const CodegenOptions &opts);
+emitSmallGemms(mlir::Operation *fn, const CodegenOptions &opts);
 
 } // namespace kiln
 

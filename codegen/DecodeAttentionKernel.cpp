@@ -44,18 +44,29 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   auto q = cast<RankedTensorType>(att.getQuery().getType());
   if (llvm::Error e = requireF16(q.getElementType()))
     return std::move(e);
+  auto read = att.getKeys().getDefiningOp<KVReadOp>();
+  if (!read)
+    return llvm::createStringError(
+        "the attention templates read keys and values from the cache "
+        "(kiln.kv_read)");
   AttentionShape s;
   s.heads = att.getHeads();
   s.kvHeads = att.getKvHeads();
   s.dh = q.getDimSize(1) / s.heads;
+  s.cache = cast<KVCacheType>(read.getCache().getType());
   s.params = {{ParamKind::Activation, "q", "const __half *"},
-              {ParamKind::KCache, "k_cache", "const __half *"},
-              {ParamKind::VCache, "v_cache", "const __half *"},
-              {ParamKind::BlockTable, "block_table", "const int *"},
-              {ParamKind::RowSequence, "seqs", "const int *"},
-              {ParamKind::Positions, "positions", "const int *"},
-              {ParamKind::Count, "count", "const int *"},
-              {ParamKind::Activation, "out", "__half *"}};
+              {ParamKind::KCache, "k_cache", "const kiln_kv_t *"},
+              {ParamKind::VCache, "v_cache", "const kiln_kv_t *"}};
+  if (s.cache.isQuantized())
+    s.params.insert(s.params.end(),
+                    {{ParamKind::KScales, "k_scales", "const __half *"},
+                     {ParamKind::VScales, "v_scales", "const __half *"}});
+  s.params.insert(s.params.end(),
+                  {{ParamKind::BlockTable, "block_table", "const int *"},
+                   {ParamKind::RowSequence, "seqs", "const int *"},
+                   {ParamKind::Positions, "positions", "const int *"},
+                   {ParamKind::Count, "count", "const int *"},
+                   {ParamKind::Activation, "out", "__half *"}});
   bool rope = att.getRopeTheta().has_value();
   bool interleaved = rope && *att.getRopeLayout() == RopeLayout::interleaved;
   llvm::raw_string_ostream os(s.header);
@@ -68,7 +79,7 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   os << ropePrelude(s.dh, theta);
   os << "constexpr int H = " << s.heads << ", KVH = " << s.kvHeads
      << ", DH = " << s.dh << ", GROUP = " << s.heads / s.kvHeads << ";\n"
-     << poolConstants(op);
+     << poolConstants(op) << kvCachePrelude(s.cache);
   os << "constexpr int DPL = (DH + 31) / 32; // head dims per lane\n";
   os << "constexpr bool ROPE = " << (rope ? "true" : "false")
      << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
@@ -78,7 +89,8 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
 }
 
 DecodeAttentionTiling decodeAttentionTiling(int64_t dh, int64_t group,
-                                            const CodegenOptions &opts) {
+                                            const CodegenOptions &opts,
+                                            int64_t elementBytes) {
   DecodeAttentionTiling t;
   t.vec = vectorWidth(dh, opts.maxVectorWidth);
   t.chunks = int(dh / t.vec);
@@ -88,15 +100,17 @@ DecodeAttentionTiling decodeAttentionTiling(int64_t dh, int64_t group,
   t.chunksPerLane = (t.chunks + t.lanesPerKey - 1) / t.lanesPerKey;
   t.keysPerLoad = 32 / t.lanesPerKey;
   // A warp has two tiles' loads in flight (the next is loaded while one is
-  // computed): up to 8 keys, as many as a lane's registers hold at 16 warps
-  // an SM (128 a thread). A lane's registers, about: its heads' sums (acc,
-  // and a score a key), both tiles' keys and values (a register per two
-  // halves), the query and 40 more. A large group splits its heads among
+  // computed): up to 8 keys (16 of 8-bit codes), as many as a lane's
+  // registers hold at 16 warps an SM (128 a thread). A lane's registers,
+  // about: its heads' sums (acc, and a score a key), both tiles' keys and
+  // values (a register per two halves, or four codes), the query and 40
+  // more. A large group splits its heads among
   // the key slots of a load (`headSplits` lanes load the same key, each
   // for its share of the heads), which frees registers for more keys.
   int lane = t.chunksPerLane * t.vec;
   auto registers = [&](int64_t heads, int unroll) {
-    return int(heads * lane + heads * unroll + 2 * unroll * lane + lane + 40);
+    return int(heads * lane + heads * unroll + unroll * lane * elementBytes +
+               lane + 40);
   };
   auto better = [&](const DecodeAttentionTiling &a,
                     const DecodeAttentionTiling &b) { // a over b?
@@ -114,7 +128,8 @@ DecodeAttentionTiling decodeAttentionTiling(int64_t dh, int64_t group,
   for (int hs = 1; hs <= t.keysPerLoad && group % hs == 0; hs *= 2) {
     DecodeAttentionTiling c = t;
     c.headSplits = hs;
-    c.unroll = std::max(1, 8 / (2 * (t.keysPerLoad / hs) * t.chunksPerLane));
+    int keys = int(16 / elementBytes);
+    c.unroll = std::max(1, keys / (2 * (t.keysPerLoad / hs) * t.chunksPerLane));
     while (c.unroll > 1 && registers(group / hs, c.unroll) > 128)
       c.unroll /= 2;
     if (best.unroll == 0 || better(c, best))
@@ -161,7 +176,8 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
     return shape.takeError();
   int64_t kvHeads = shape->kvHeads, dh = shape->dh;
   int64_t group = shape->heads / kvHeads;
-  DecodeAttentionTiling t = decodeAttentionTiling(dh, group, opts);
+  DecodeAttentionTiling t =
+      decodeAttentionTiling(dh, group, opts, shape->cache.getElementBytes());
 
   CudaKernel k =
       kernelFor(op, std::string(batch ? kBatchSuffix : "") + opts.kernelSuffix);
@@ -183,6 +199,9 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
   k.workspacePerBlock = group * (dh + 2);
   k.countersPerBlock = 1;
 
+  // The scales' arguments of kiln_load_tile (none of an f16 cache).
+  const char *scales =
+      shape->cache.isQuantized() ? "k_scales, v_scales" : "nullptr, nullptr";
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
   os << shape->header;
@@ -203,17 +222,35 @@ constexpr int GS = GROUP / HS, SLOTS = KPW / HS;
 constexpr bool FULL = CHUNKS == LPK * CPL, PAGED = BLOCK_SIZE % KEYS == 0;
 constexpr float LOG2E = 1.442695041f;
 
-// The bits of VEC halves, one load.
-template <int W> struct kiln_kv_bits {
+// The bits of VEC halves (or VEC codes), one load.
+template <int W, bool CODES> struct kiln_kv_bits {
   using type = typename kiln_halves<W>::type;
 };
-template <> struct kiln_kv_bits<1> { using type = __half; };
-using kiln_kv = kiln_kv_bits<VEC>::type;
+template <> struct kiln_kv_bits<1, false> { using type = __half; };
+template <> struct kiln_kv_bits<16, true> { using type = uint4; };
+template <> struct kiln_kv_bits<8, true> { using type = uint2; };
+template <> struct kiln_kv_bits<4, true> { using type = unsigned; };
+template <> struct kiln_kv_bits<2, true> { using type = unsigned short; };
+template <> struct kiln_kv_bits<1, true> { using type = unsigned char; };
+using kiln_kv = kiln_kv_bits<VEC, KV_QUANT>::type;
 
+// A load's VEC elements as floats (a quantized cache's: KV_UNIT times less
+// than the codes' values; the scale is applied to the dot product and to
+// the probability).
 template <int W>
 __device__ __forceinline__ void kiln_kv_floats(
-    const typename kiln_kv_bits<W>::type &raw, float *f) {
-  if constexpr (W == 1) {
+    const typename kiln_kv_bits<W, KV_QUANT>::type &raw, float *f) {
+  if constexpr (KV_QUANT && W % 4 == 0) {
+    const unsigned *w = reinterpret_cast<const unsigned *>(&raw);
+#pragma unroll
+    for (int i = 0; i < W / 4; ++i)
+      kiln_kv_decode4(w[i], f + 4 * i);
+  } else if constexpr (KV_QUANT) {
+    const unsigned char *c = reinterpret_cast<const unsigned char *>(&raw);
+#pragma unroll
+    for (int i = 0; i < W; ++i)
+      f[i] = kiln_kv_decode1(c[i]);
+  } else if constexpr (W == 1) {
     f[0] = __half2float(raw);
   } else {
     const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
@@ -227,14 +264,18 @@ __device__ __forceinline__ void kiln_kv_floats(
 }
 
 // Tile t's keys and values for this lane (key `slot` of each load, chunk
-// `part`): UNROLL keys, CPL chunks each. A key from kend on loads the
-// tile's first key instead (its score is masked); in a page (`block`), the
-// keys of a tile lie SLOTS slots apart.
+// `part`): UNROLL keys, CPL chunks each, and a quantized cache's scales of
+// them times KV_UNIT (ks, vs). A key from kend on loads the tile's first
+// key instead (its score is masked); in a page (`block`), the keys of a
+// tile lie SLOTS slots apart.
 __device__ __forceinline__ void
-kiln_load_tile(const __half *__restrict__ k_cache,
-               const __half *__restrict__ v_cache, const int *table,
+kiln_load_tile(const kiln_kv_t *__restrict__ k_cache,
+               const kiln_kv_t *__restrict__ v_cache,
+               const __half *__restrict__ k_scales,
+               const __half *__restrict__ v_scales, const int *table,
                long long block, int t, int kend, int kvh, int slot, int part,
-               kiln_kv (&kr)[UNROLL][CPL], kiln_kv (&vr)[UNROLL][CPL]) {
+               kiln_kv (&kr)[UNROLL][CPL], kiln_kv (&vr)[UNROLL][CPL],
+               float (&ks)[UNROLL], float (&vs)[UNROLL]) {
   const int first = t * KEYS + slot;
   const long long tile_slot = block * BLOCK_SIZE + (t * KEYS) % BLOCK_SIZE;
 #pragma unroll
@@ -244,6 +285,10 @@ kiln_load_tile(const __half *__restrict__ k_cache,
         PAGED ? tile_slot + (in ? u * SLOTS + slot : 0)
               : kiln_slot(table, in ? first + u * SLOTS : t * KEYS, BLOCK_SIZE);
     const long long base = (at * KVH + kvh) * DH + part * VEC;
+    if constexpr (KV_QUANT) {
+      ks[u] = __half2float(k_scales[at * KVH + kvh]) * KV_UNIT;
+      vs[u] = __half2float(v_scales[at * KVH + kvh]) * KV_UNIT;
+    }
 #pragma unroll
     for (int j = 0; j < CPL; ++j) {
       kr[u][j] = vr[u][j] = kiln_kv{};
@@ -256,7 +301,8 @@ kiln_load_tile(const __half *__restrict__ k_cache,
 }
 
 // q [rows, H*DH] f16, k_cache/v_cache: this layer's keys and values in the
-// pool ([slot, KVH*DH] f16), block_table [sequences, TABLE_BLOCKS] i32, seqs
+// pool ([slot, KVH*DH] f16, or codes with k_scales/v_scales [slot, KVH]
+// f16), block_table [sequences, TABLE_BLOCKS] i32, seqs
 // [rows] i32, positions [rows] i32, count [1] i32, out [rows, H*DH] f16,
 // workspace [rows, KVH, gridDim.y, GROUP, DH + 2] f32 (a split's acc, m,
 // l), counters [rows, KVH, gridDim.y] u32 (the first KVH of a row used;
@@ -340,17 +386,23 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
   if (t0 < t1) {
     // Tile t + 1's loads are in flight while tile t is computed.
     kiln_kv kr[UNROLL][CPL], vr[UNROLL][CPL];
-    kiln_load_tile(k_cache, v_cache, table, block, t0, kend, kvh, slot, part,
-                   kr, vr);
+    float ksr[UNROLL] = {}, vsr[UNROLL] = {}; // a quantized cache's scales x KV_UNIT
+    kiln_load_tile(k_cache, v_cache, )cuda"
+     << scales << R"cuda(, table, block, t0, kend, kvh, slot,
+                   part, kr, vr, ksr, vsr);
     for (int t = t0; t < t1; ++t) {
       kiln_kv kc[UNROLL][CPL], vc[UNROLL][CPL];
+      float ksc[UNROLL], vsc[UNROLL];
 #pragma unroll
-      for (int u = 0; u < UNROLL; ++u)
+      for (int u = 0; u < UNROLL; ++u) {
+        ksc[u] = ksr[u];
+        vsc[u] = vsr[u];
 #pragma unroll
         for (int j = 0; j < CPL; ++j) {
           kc[u][j] = kr[u][j];
           vc[u][j] = vr[u][j];
         }
+      }
       if (t + 1 < t1) {
         if constexpr (PAGED) {
           if ((t + 1) % (BLOCK_SIZE / KEYS) == 0) {
@@ -359,8 +411,9 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
             next = table[min(page + 1, last_page)];
           }
         }
-        kiln_load_tile(k_cache, v_cache, table, block, t + 1, kend, kvh, slot,
-                       part, kr, vr);
+        kiln_load_tile(k_cache, v_cache, )cuda"
+     << scales << R"cuda(, table, block, t + 1, kend, kvh,
+                       slot, part, kr, vr, ksr, vsr);
       }
       const int first = t * KEYS + slot;
       // Scores: this lane's part of each dot product, summed over the LPK
@@ -385,10 +438,13 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
           }
         }
 #pragma unroll
-        for (int g = 0; g < GS; ++g)
+        for (int g = 0; g < GS; ++g) {
 #pragma unroll
           for (int o = LPK / 2; o > 0; o >>= 1)
             s[g][u] += __shfl_xor_sync(0xffffffffu, s[g][u], o);
+          if constexpr (KV_QUANT)
+            s[g][u] *= ksc[u];
+        }
       }
       // s becomes p = 2^(s - m), the running sums are rescaled.
 #pragma unroll
@@ -421,10 +477,12 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
           float vf[VEC];
           kiln_kv_floats<VEC>(vc[u][j], vf);
 #pragma unroll
-          for (int g = 0; g < GS; ++g)
+          for (int g = 0; g < GS; ++g) {
+            const float p = KV_QUANT ? s[g][u] * vsc[u] : s[g][u];
 #pragma unroll
             for (int e = 0; e < VEC; ++e)
-              acc[g][j * VEC + e] += s[g][u] * vf[e];
+              acc[g][j * VEC + e] += p * vf[e];
+          }
         }
     }
   }

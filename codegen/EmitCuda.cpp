@@ -105,12 +105,15 @@ emitCudaKernels(Operation *fn, const CodegenOptions &opts) {
 }
 
 llvm::Expected<std::vector<CudaKernel>>
-emitSmallGemms(Operation *prefill, const CodegenOptions &opts) {
+emitSmallGemms(Operation *fn, const CodegenOptions &opts) {
+  auto phase = requirePhase(fn);
+  if (!phase)
+    return phase.takeError();
   return emitOncePerKernel(
-      prefill,
-      [](KernelOpInterface op) {
+      fn,
+      [&](KernelOpInterface op) {
         // A quantized weight's GEMM is its quantized one, in every plan.
-        return followsGemm(op.getKernelTemplate(Phase::prefill)) &&
+        return followsGemm(op.getKernelTemplate(*phase)) &&
                !hasQuantizedWeight(op);
       },
       [&](KernelOpInterface op) { return emitSmallGemm(op, opts); });

@@ -103,6 +103,9 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
   k.rowsPerBlock = t.tokens;
   k.blockThreads = 32 * t.warps;
 
+  // The scales' arguments of kiln_copy_kv (none of an f16 cache).
+  const char *scales =
+      shape->cache.isQuantized() ? "k_scales, v_scales" : "nullptr, nullptr";
   std::string src = cudaPrelude() + tensorCorePrelude();
   llvm::raw_string_ostream os(src);
   os << shape->header;
@@ -137,7 +140,7 @@ constexpr int CPT = (BN * CH + THREADS - 1) / THREADS; // chunks a thread
 constexpr int R = THREADS % CH == 0 ? THREADS / CH : 0;
 constexpr bool PAGED = R > 0 && BN % BLOCK_SIZE == 0 &&
                        (R % BLOCK_SIZE == 0 || BLOCK_SIZE % R == 0);
-constexpr long long PAGE = (long long)BLOCK_SIZE * KVH * DH; // halves a page
+constexpr long long PAGE = (long long)BLOCK_SIZE * KVH * DH; // elements a page
 
 // The pool blocks that hold this thread's chunks of the tile of tokens
 // t0 .. t0 + BN - 1, from the sequence's block table (0 for pages past
@@ -163,55 +166,133 @@ __device__ __forceinline__ void kiln_tile_blocks(const int *table, int t0,
   }
 }
 
-// One tile of this layer's keys or values, tokens t0 .. t0 + BN - 1 in
-// `block`, into rows [BN] of shared memory by cp.async (the caller commits);
-// zeros past `last` and past the head's DH dims. `at`: this thread's
-// offset in a page (PAGED; kiln_copy_offset). A chunk past them is a copy
-// of 0 bytes (nothing read) from an address in block 0 of the pool
-// (block[u] is 0 past `last`) or just past its row's head dims.
+// Where chunk u of this thread's share of the tile of tokens t0 .. t0 +
+// BN - 1 lies in this layer's keys or values (`block`'s page): its element
+// offset, its shared row j and chunk c, and whether it holds keys (`in`:
+// none past `last` or past the head's DH dims; such a chunk points into
+// block 0 of the pool, or just past its row's head dims). `at`: this
+// thread's offset in a page (PAGED; kiln_copy_offset).
+__device__ __forceinline__ long long kiln_tile_chunk(int u, int kvh, int t0,
+                                                int last, int at,
+                                                const int (&block)[CPT],
+                                                int &j, int &c, bool &in) {
+  const int i = threadIdx.x + u * THREADS;
+  j = i / CH, c = i % CH;
+  const int t = t0 + j;
+  in = t <= last && (DHP == DH || 8 * c < DH);
+  if constexpr (PAGED)
+    return block[u] * PAGE + at + (long long)(R * u % BLOCK_SIZE) * KVH * DH;
+  else
+    return (((long long)block[u] * BLOCK_SIZE + t % BLOCK_SIZE) * KVH + kvh) *
+               DH +
+           8 * c;
+}
+
+// One tile of this layer's keys or values (f16) into rows [BN] of shared
+// memory by cp.async (the caller commits); zeros where a chunk holds none
+// (a copy of 0 bytes, nothing read).
 __device__ __forceinline__ void kiln_copy_tile(__half (*rows)[LD],
-                                               const __half *cache, int kvh,
+                                               const kiln_kv_t *cache, int kvh,
                                                int t0, int last, int at,
                                                const int (&block)[CPT]) {
 #pragma unroll
+  for (int u = 0; u < CPT; ++u)
+    if ((BN * CH) % THREADS == 0 || threadIdx.x + u * THREADS < BN * CH) {
+      int j, c;
+      bool in;
+      const long long at_u = kiln_tile_chunk(u, kvh, t0, last, at, block, j, c, in);
+      kiln_cp_async16(&rows[j][8 * c], cache + at_u, in);
+    }
+}
+
+// A quantized cache's tile of keys and values for this thread's chunks, in
+// registers: 8 codes a chunk and its head's scale times KV_UNIT (0 where a
+// chunk holds no keys). Loaded a tile ahead (kiln_stage_kv) and stored
+// dequantized into shared memory once the tile before is computed
+// (kiln_store_kv): cp.async cannot convert.
+struct kiln_kv_stage {
+  uint2 k[CPT], v[CPT];
+  float ks[CPT], vs[CPT];
+};
+
+__device__ __forceinline__ void
+kiln_stage_kv(kiln_kv_stage &st, const kiln_kv_t *k_cache,
+              const kiln_kv_t *v_cache, const __half *k_scales,
+              const __half *v_scales, int kvh, int t0, int last, int at,
+              const int (&block)[CPT]) {
+#pragma unroll
   for (int u = 0; u < CPT; ++u) {
-    const int i = threadIdx.x + u * THREADS;
-    if ((BN * CH) % THREADS == 0 || i < BN * CH) {
-      const int j = i / CH, c = i % CH, t = t0 + j;
-      const bool in = t <= last && (DHP == DH || 8 * c < DH);
-      const __half *src;
-      if constexpr (PAGED)
-        src = cache + block[u] * PAGE + at +
-              (long long)(R * u % BLOCK_SIZE) * KVH * DH;
-      else
-        src = cache +
-              (((long long)block[u] * BLOCK_SIZE + t % BLOCK_SIZE) * KVH + kvh) *
-                  DH +
-              8 * c;
-      kiln_cp_async16(&rows[j][8 * c], src, in);
+    st.k[u] = st.v[u] = make_uint2(0u, 0u);
+    st.ks[u] = st.vs[u] = 0.0f;
+    if ((BN * CH) % THREADS == 0 || threadIdx.x + u * THREADS < BN * CH) {
+      int j, c;
+      bool in;
+      const long long at_u = kiln_tile_chunk(u, kvh, t0, last, at, block, j, c, in);
+      if (in) {
+        st.k[u] = *reinterpret_cast<const uint2 *>(k_cache + at_u);
+        st.v[u] = *reinterpret_cast<const uint2 *>(v_cache + at_u);
+        st.ks[u] = __half2float(k_scales[at_u / DH]) * KV_UNIT; // [slot, KVH]
+        st.vs[u] = __half2float(v_scales[at_u / DH]) * KV_UNIT;
+      }
     }
   }
 }
 
-// Tile t0's keys and values into buffer `buf`, as one cp.async group.
-__device__ __forceinline__ void kiln_copy_kv(__half (*tile)[LD], int buf,
-                                             const __half *k_cache,
-                                             const __half *v_cache, int kvh,
-                                             int t0, int last, int at,
-                                             const int (&block)[CPT]) {
-  kiln_copy_tile(tile + 2 * BN * buf, k_cache, kvh, t0, last, at, block);
-  kiln_copy_tile(tile + 2 * BN * buf + BN, v_cache, kvh, t0, last, at, block);
-  kiln_cp_async_commit();
+__device__ __forceinline__ void kiln_store_codes(__half *row, uint2 codes,
+                                                 float scale) {
+  float f[8];
+  kiln_kv_decode4(codes.x, f);
+  kiln_kv_decode4(codes.y, f + 4);
+  uint4 h;
+  unsigned *w = reinterpret_cast<unsigned *>(&h);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    w[i] = kiln_pack_half2(f[2 * i] * scale, f[2 * i + 1] * scale);
+  *reinterpret_cast<uint4 *>(row) = h;
 }
 
-// PAGED: where this thread's first chunk lies in its page, in halves.
+__device__ __forceinline__ void kiln_store_kv(__half (*tile)[LD], int buf,
+                                              const kiln_kv_stage &st) {
+#pragma unroll
+  for (int u = 0; u < CPT; ++u) {
+    const int i = threadIdx.x + u * THREADS;
+    if ((BN * CH) % THREADS == 0 || i < BN * CH) {
+      const int j = i / CH, c = i % CH;
+      kiln_store_codes(&tile[2 * BN * buf + j][8 * c], st.k[u], st.ks[u]);
+      kiln_store_codes(&tile[2 * BN * buf + BN + j][8 * c], st.v[u], st.vs[u]);
+    }
+  }
+}
+
+// Tile t0's keys and values into buffer `buf`: f16 as one cp.async group, a
+// quantized cache's at once (loaded, dequantized and stored).
+__device__ __forceinline__ void
+kiln_copy_kv(__half (*tile)[LD], int buf, const kiln_kv_t *k_cache,
+             const kiln_kv_t *v_cache, const __half *k_scales,
+             const __half *v_scales, int kvh, int t0, int last, int at,
+             const int (&block)[CPT]) {
+  if constexpr (KV_QUANT) {
+    kiln_kv_stage st;
+    kiln_stage_kv(st, k_cache, v_cache, k_scales, v_scales, kvh, t0, last, at,
+                  block);
+    kiln_store_kv(tile, buf, st);
+  } else {
+    kiln_copy_tile(tile + 2 * BN * buf, k_cache, kvh, t0, last, at, block);
+    kiln_copy_tile(tile + 2 * BN * buf + BN, v_cache, kvh, t0, last, at,
+                   block);
+    kiln_cp_async_commit();
+  }
+}
+
+// PAGED: where this thread's first chunk lies in its page, in elements.
 __device__ __forceinline__ int kiln_copy_offset(int kvh) {
   const int row = threadIdx.x / CH, c = threadIdx.x % CH;
   return ((row % BLOCK_SIZE) * KVH + kvh) * DH + 8 * c;
 }
 
 // q [S, H*DH] f16, k_cache/v_cache: this layer's keys and values in the pool
-// ([slot, KVH*DH] f16), block_table [sequences, TABLE_BLOCKS] i32, seqs
+// ([slot, KVH*DH] f16, or codes with k_scales/v_scales [slot, KVH] f16),
+// block_table [sequences, TABLE_BLOCKS] i32, seqs
 // [S] i32 (all the same sequence), positions [S] i32, count [1] i32, out
 // [S, H*DH] f16.
 // grid (ceil(S / TOK), KVH * HS), block (THREADS)
@@ -255,7 +336,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
   // queries and the pool, which the kernels before this one write.
   kiln_wait_previous_grid();
   if (EARLY_KV)
-    kiln_copy_kv(tile, 0, k_cache, v_cache, kvh, 0, last, at, blocks);
+    kiln_copy_kv(tile, 0, k_cache, v_cache, )cuda"
+     << scales << R"cuda(, kvh, 0, last, at, blocks);
 
   // The queries, rotated and rounded to f16: row m is token tok0 + m / GPC,
   // head h0 + m % GPC; rows past the block's tokens and heads are zeros.
@@ -288,7 +370,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
                                       [16 * kk + 8 * (lane >> 4)]);
   if (!EARLY_KV) {
     __syncthreads(); // every warp has its queries: the tile may land there
-    kiln_copy_kv(tile, 0, k_cache, v_cache, kvh, 0, last, at, blocks);
+    kiln_copy_kv(tile, 0, k_cache, v_cache, )cuda"
+     << scales << R"cuda(, kvh, 0, last, at, blocks);
   }
   kiln_tile_blocks(table, BN, last, blocks);
 
@@ -297,6 +380,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
   // raw scores) and sums (this lane's share of them).
   int pos[MT][2];
   float mx[MT][2], sum[MT][2];
+  kiln_kv_stage next; // a quantized cache's next tile
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -323,11 +407,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
     // end of the last tile), in flight through this one; the pages of the
     // one after it, read for the next tile's copy.
     kiln_tile_blocks(table, t0 + 2 * BN, last, later);
-    if (t0 + BN <= last)
-      kiln_copy_kv(tile, buf ^ 1, k_cache, v_cache, kvh, t0 + BN, last, at,
-                   blocks);
-    else
+    if constexpr (KV_QUANT) { // the next tile's codes, stored after this one
+      if (t0 + BN <= last)
+        kiln_stage_kv(next, k_cache, v_cache, )cuda"
+     << scales << R"cuda(, kvh, t0 + BN, last, at,
+                      blocks);
+    } else if (t0 + BN <= last) {
+      kiln_copy_kv(tile, buf ^ 1, k_cache, v_cache, nullptr, nullptr, kvh,
+                   t0 + BN, last, at, blocks);
+    } else {
       kiln_cp_async_commit(); // an empty group: the wait below counts on it
+    }
     kiln_cp_async_wait<1>(); // this tile has landed, the next may not
     __syncthreads();
     const __half(*ks)[LD] = tile + 2 * BN * buf, (*vs)[LD] = ks + BN;
@@ -426,6 +516,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
           kiln_mma(o[mt][2 * j + 1], p[mt][kk], b1);
         }
       }
+    if constexpr (KV_QUANT) // the other buffer, which no warp reads now
+      if (t0 + BN <= last)
+        kiln_store_kv(tile, buf ^ 1, next);
     __syncthreads(); // every warp is done with this buffer
 #pragma unroll
     for (int u = 0; u < CPT; ++u)

@@ -52,9 +52,9 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   os << "constexpr int K = " << s.k << ", N = " << s.n
      << ", VEC = " << vectorWidth(s.k, opts.maxVectorWidth) << ";\n";
   os << "constexpr int QW = " << qw << ", KVW = " << kvw
-     << ", DH = " << cache.getHeadDim() << ", K_TASKS = " << kTasks
-     << ", TASKS = " << s.tasks << ";\n"
-     << poolConstants(op);
+     << ", DH = " << cache.getHeadDim() << ", KV_HEADS = " << cache.getKvHeads()
+     << ", K_TASKS = " << kTasks << ", TASKS = " << s.tasks << ";\n"
+     << poolConstants(op) << kvCachePrelude(cache);
   os << "constexpr bool NORM = " << (eps ? "true" : "false")
      << ", ROPE = " << (rope ? "true" : "false")
      << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
@@ -64,17 +64,20 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
 
 // One task of a token's [q | k | v] row: a column of q (stored in q), a
 // column or a rotated pair of k, or a column of v (stored in the token's
-// slot of the layer's keys or values). value(col) is column col of the
-// matmul; only threads with `store` write.
+// slot of the layer's keys or values; a quantized cache's heads are
+// kiln_qkv_head's, not tasks). value(col) is column col of the matmul;
+// only threads with `store` write.
 template <class Value>
 __device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
                                               Value value, bool store,
-                                              __half *q, __half *k_cache,
-                                              __half *v_cache) {
+                                              __half *q, kiln_kv_t *k_cache,
+                                              kiln_kv_t *v_cache) {
   if (task < QW) {
     const float y = value(task);
     if (store)
       q[task] = __float2half(y);
+  } else if constexpr (KV_QUANT) {
+    return;
   } else if (task < QW + K_TASKS) {
     const int t = task - QW;
     int a = t, b = t;
@@ -99,6 +102,28 @@ __device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
       v_cache[slot + r] = __float2half(v);
   }
 }
+
+// Head h of the token's [k heads | v heads] (k rotated by RoPE) into slot
+// `slot` of a quantized cache, by one warp: codes at k_cache/v_cache
+// [slot, KVW], the scale at k_scales/v_scales [slot, KV_HEADS].
+template <class Value>
+__device__ __forceinline__ void
+kiln_qkv_head(int h, int pos, long long slot, Value value, kiln_kv_t *k_cache,
+              kiln_kv_t *v_cache, __half *k_scales, __half *v_scales) {
+  const bool key = h < KV_HEADS;
+  const int head = key ? h : h - KV_HEADS;
+  const int col0 = QW + (key ? 0 : KVW) + head * DH;
+  auto element = [&](int d) { return value(col0 + d); };
+  float x[(DH + 31) / 32];
+#pragma unroll
+  for (int i = 0; i < (DH + 31) / 32; ++i) {
+    const int d = min(int(threadIdx.x & 31) + 32 * i, DH - 1);
+    x[i] = ROPE && key ? kiln_rope_rotate<DH, INTERLEAVED>(element, d, pos)
+                       : element(d);
+  }
+  kiln_kv_store_head<DH>(x, (key ? k_cache : v_cache) + slot * KVW + head * DH,
+                         (key ? k_scales : v_scales) + slot * KV_HEADS + head);
+}
 )cuda";
   return s;
 }
@@ -107,6 +132,11 @@ llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
                                        const CodegenOptions &opts) {
   if (llvm::Error e = requireDenseWeight(op->getOperand(1).getType()))
     return std::move(e);
+  if (cast<KVCacheType>(cast<FusedQKVOp>(op).getCache().getType())
+          .isQuantized())
+    return llvm::createStringError(
+        "the qkv_gemv template writes an f16 cache; a quantized cache's "
+        "heads are the qkv_epilogue's");
   auto shape = qkvShape(op, opts);
   if (!shape)
     return shape.takeError();

@@ -51,17 +51,25 @@ __device__ __forceinline__ void kiln_rope_sincos(int pos, int i, float *s,
 
 // Element d of one head's vector [DH] at position pos, rotated by RoPE:
 // pairs (2i, 2i + 1) when INTERLEAVED (Meta's layout), else (i, i + DH / 2).
-template <int DH, bool INTERLEAVED>
-__device__ __forceinline__ float kiln_rope_rotated(const __half *head, int d,
-                                                   int pos) {
+// value(e) is element e of the head, as a float.
+template <int DH, bool INTERLEAVED, class Value>
+__device__ __forceinline__ float kiln_rope_rotate(Value value, int d, int pos) {
   const bool first = INTERLEAVED ? d % 2 == 0 : d < DH / 2;
   const int i = INTERLEAVED ? d / 2 : (first ? d : d - DH / 2);
   const int partner =
       INTERLEAVED ? (d ^ 1) : (first ? d + DH / 2 : d - DH / 2);
   float s, c;
   kiln_rope_sincos(pos, i, &s, &c);
-  const float x = __half2float(head[d]), y = __half2float(head[partner]);
+  const float x = value(d), y = value(partner);
   return first ? x * c - y * s : y * s + x * c;
+}
+
+// The same, of a head in f16.
+template <int DH, bool INTERLEAVED>
+__device__ __forceinline__ float kiln_rope_rotated(const __half *head, int d,
+                                                   int pos) {
+  return kiln_rope_rotate<DH, INTERLEAVED>(
+      [&](int e) { return __half2float(head[e]); }, d, pos);
 }
 )cuda";
   return s;

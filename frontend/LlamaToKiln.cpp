@@ -40,8 +40,11 @@ public:
       et = b.getBF16Type();
     else
       et = b.getF16Type();
+    Type stored = opts.kvDtype == "fp8"    ? b.getType<Float8E4M3FNType>()
+                  : opts.kvDtype == "int8" ? b.getI8Type()
+                                           : et;
     cacheType = KVCacheType::get(&ctx, c.numLayers, c.maxPositions,
-                                 c.numKVHeads, c.headDim(), et);
+                                 c.numKVHeads, c.headDim(), stored);
   }
 
   /// Adds `func.func @name` over `seq` new tokens (dynamic for prefill),

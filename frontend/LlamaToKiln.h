@@ -38,6 +38,9 @@ struct FrontendOptions {
   /// pre-quantized checkpoint's format: optionsFor): their weights' types
   /// carry #kiln.quant.
   std::optional<QuantFormat> quantize;
+  /// The KV cache's storage: empty (the activations' type), "fp8" (e4m3)
+  /// or "int8", codes with an f16 scale per head of each slot (--kv-dtype).
+  std::string kvDtype;
 };
 
 /// OK, or why `format` cannot quantize the config's projections, naming

@@ -30,6 +30,11 @@ int64_t bytes(Value v, CostShape shape) {
   auto type = cast<RankedTensorType>(v.getType());
   if (auto quant = weightQuant(type)) // codes, scales and zero points
     return quant->bytes(type.getDimSize(0), type.getDimSize(1));
+  if (auto read = dyn_cast_or_null<KVReadOp>(v.getDefiningOp())) {
+    // The cache's slots as stored (a quantized one's codes and scales).
+    auto cache = cast<KVCacheType>(read.getCache().getType());
+    return elements(v, shape) / cache.getSlotWidth() * cache.getSlotBytes();
+  }
   return elements(v, shape) * type.getElementTypeBitWidth() / 8;
 }
 
@@ -48,11 +53,10 @@ int64_t dim(Value v, unsigned i) {
   return cast<RankedTensorType>(v.getType()).getDimSize(i);
 }
 
-/// Keys and values a cache write stores: 2 x tokens x slot.
+/// Keys and values a cache write stores: 2 x tokens x slot (as stored).
 int64_t cacheWrite(Value cache, int64_t tokens) {
   auto type = cast<KVCacheType>(cache.getType());
-  return 2 * tokens * type.getSlotWidth() *
-         type.getElementType().getIntOrFloatBitWidth() / 8;
+  return 2 * tokens * type.getSlotBytes();
 }
 
 /// A matmul's: the default bytes, 2 * S * N * K FLOPs.

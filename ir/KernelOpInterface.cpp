@@ -23,6 +23,13 @@ std::optional<kiln::Phase> kiln::phaseOf(Operation *op) {
   return std::nullopt;
 }
 
+bool kiln::hasQuantizedCache(Operation *op) {
+  return llvm::any_of(op->getOperandTypes(), [](Type t) {
+    auto cache = dyn_cast<KVCacheType>(t);
+    return cache && cache.isQuantized();
+  });
+}
+
 bool kiln::hasQuantizedWeight(Operation *op) {
   // Only weights carry #kiln.quant, and a matmul's is its second operand.
   return op->getNumOperands() >= 2 &&

@@ -59,6 +59,9 @@ inline bool followsGemm(KernelTemplate t) {
 /// in decode a GEMV with the epilogue fused (fused_linear, linear).
 bool hasQuantizedWeight(mlir::Operation *op);
 
+/// Whether `op` takes a quantized KV cache (an 8-bit element type).
+bool hasQuantizedCache(mlir::Operation *op);
+
 /// The `kiln.phase` of the function that holds `op` (or is it), if any.
 std::optional<Phase> phaseOf(mlir::Operation *op);
 

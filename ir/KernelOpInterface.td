@@ -27,15 +27,18 @@ def Kiln_KernelOpInterface : OpInterface<"KernelOpInterface"> {
         The CUDA template (codegen/) that runs the op in `phase`: none when
         only the ref device runs it. Declared by each op in ODS
         (Kiln_KernelOp's template arguments); a fused_qkv of a quantized
-        weight decodes as it prefills (its quantized GEMM, then its
-        epilogue: qkv_gemv reads f16 weights only).
+        weight, or into a quantized cache, decodes as it prefills (its
+        GEMM, then its epilogue: qkv_gemv reads f16 weights only, and
+        writes an f16 cache a column at a time, where a quantized head
+        needs all its columns at once).
       }],
       "::kiln::KernelTemplate", "getKernelTemplate",
       (ins "::kiln::Phase":$phase), [{}], [{
         if (phase == ::kiln::Phase::decode &&
             ConcreteOp::kTemplates[static_cast<int>(phase)] ==
                 ::kiln::KernelTemplate::qkv_gemv &&
-            ::kiln::hasQuantizedWeight($_op.getOperation()))
+            (::kiln::hasQuantizedWeight($_op.getOperation()) ||
+             ::kiln::hasQuantizedCache($_op.getOperation())))
           phase = ::kiln::Phase::prefill;
         return ConcreteOp::kTemplates[static_cast<int>(phase)];
       }]>,

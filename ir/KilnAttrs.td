@@ -71,6 +71,11 @@ def Kiln_KVPoolAttr : AttrDef<Kiln_Dialect, "KVPool"> {
     run at once (the batch), each of up to `table_blocks * block_size`
     tokens.
 
+    A quantized cache (an 8-bit `element_type`) keeps each layer's scales
+    after its values: the keys' `[block][token][kv_head]` f16, then the
+    values', `scale_bytes` bytes a block each (absent: 0, no scales), so
+    `layer_bytes` is `2 * blocks * (block_bytes + scale_bytes)`.
+
     ```mlir
     module attributes {kiln.kv_pool = #kiln.kv_pool<block_size = 16, blocks = 256, block_bytes = 4096, layer_bytes = 2097152, bytes = 67108864, sequences = 1, table_blocks = 256>}
     ```
@@ -78,8 +83,19 @@ def Kiln_KVPoolAttr : AttrDef<Kiln_Dialect, "KVPool"> {
   let parameters = (ins "int64_t":$block_size, "int64_t":$blocks,
                         "int64_t":$block_bytes, "int64_t":$layer_bytes,
                         "int64_t":$bytes, "int64_t":$sequences,
-                        "int64_t":$table_blocks);
+                        "int64_t":$table_blocks,
+                        DefaultValuedParameter<"int64_t", "0">:$scale_bytes);
   let assemblyFormat = "`<` struct(params) `>`";
+  let extraClassDeclaration = [{
+    /// Where layer `layer`'s keys (or values; or their scales) start.
+    int64_t getOffset(int64_t layer, bool values, bool scales = false) const {
+      int64_t at = layer * getLayerBytes();
+      if (scales)
+        return at + 2 * getBlocks() * getBlockBytes() +
+               (values ? getBlocks() * getScaleBytes() : 0);
+      return at + (values ? getBlocks() * getBlockBytes() : 0);
+    }
+  }];
 }
 
 def Kiln_QuantAttr : AttrDef<Kiln_Dialect, "Quant",

@@ -125,9 +125,11 @@ LogicalResult KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (layers <= 0 || capacity <= 0 || kvHeads <= 0 || headDim <= 0)
     return emitError() << "kv_cache: layers, capacity, kv_heads and head_dim "
                           "must be positive";
-  if (!llvm::isa<Float16Type, BFloat16Type, Float32Type>(elementType))
+  if (!llvm::isa<Float16Type, BFloat16Type, Float32Type, Float8E4M3FNType>(
+          elementType) &&
+      !elementType.isSignlessInteger(8))
     return emitError() << "kv_cache: element type must be f16, bf16 or f32, "
-                          "not "
+                          "or f8E4M3FN or i8 (quantized), not "
                        << elementType;
   return success();
 }

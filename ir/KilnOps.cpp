@@ -83,10 +83,15 @@ LogicalResult verifySlot(Operation *op, Value v, StringRef what,
            << what << " width " << t.getDimSize(1)
            << " differs from the cache's kv_heads * head_dim = "
            << cache.getSlotWidth();
-  if (t.getElementType() != cache.getElementType())
+  // A quantized cache takes and gives the model's floats.
+  if (cache.isQuantized() ? !isa<FloatType>(t.getElementType()) ||
+                                t.getElementTypeBitWidth() < 16
+                          : t.getElementType() != cache.getElementType())
     return op->emitOpError()
            << what << " element type " << t.getElementType()
-           << " differs from the cache's " << cache.getElementType();
+           << (cache.isQuantized() ? " is not a float the quantized cache of "
+                                   : " differs from the cache's ")
+           << cache.getElementType() << (cache.isQuantized() ? " holds" : "");
   return success();
 }
 /// The numerics contract of softmax: row maximum subtracted, f32 sums.
@@ -436,9 +441,9 @@ LogicalResult FusedQKVOp::verify() {
                          << q.getDimSize(1) + 2 * cache.getSlotWidth();
   if (in.getElementType() != w.getElementType() ||
       q.getElementType() != in.getElementType() ||
-      cache.getElementType() != in.getElementType())
+      (!cache.isQuantized() && cache.getElementType() != in.getElementType()))
     return emitOpError() << "input, weight, query and cache must share one "
-                            "element type";
+                            "element type (a quantized cache holds any)";
   if (!compatible(q.getDimSize(0), in.getDimSize(0)) ||
       !compatible(tensorType(getPositions()).getDimSize(0), in.getDimSize(0)))
     return emitOpError() << "input, query and positions differ in count";

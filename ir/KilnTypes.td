@@ -15,6 +15,12 @@ def Kiln_KVCacheType : TypeDef<Kiln_Dialect, "KVCache"> {
     `kv_heads * head_dim` elements of `element_type`. kiln.kv_write returns
     the updated cache, so the order of writes and reads is plain data flow.
 
+    An 8-bit `element_type` (`f8E4M3FN` or `i8`) is a quantized cache: each
+    head of each token slot is stored as `head_dim` codes and one f16 scale,
+    its largest magnitude over the code's (448 for e4m3, 127 for int8).
+    Writes take and reads give the model's floats; docs/kv-cache.md has the
+    rounding rules.
+
     Example: `!kiln.kv_cache<layers = 2, capacity = 128, kv_heads = 2,
     head_dim = 16, element_type = f16>`
   }];
@@ -26,6 +32,22 @@ def Kiln_KVCacheType : TypeDef<Kiln_Dialect, "KVCache"> {
   let extraClassDeclaration = [{
     /// Elements of one token slot: kv_heads * head_dim.
     int64_t getSlotWidth() const { return getKvHeads() * getHeadDim(); }
+    /// An 8-bit cache: codes with a scale per head of a slot.
+    bool isQuantized() const {
+      return getElementType().getIntOrFloatBitWidth() == 8;
+    }
+    /// Bytes of one element's code or value.
+    int64_t getElementBytes() const {
+      return getElementType().getIntOrFloatBitWidth() / 8;
+    }
+    /// Bytes of a slot's scales: an f16 a head when quantized, else none.
+    int64_t getSlotScaleBytes() const {
+      return isQuantized() ? 2 * getKvHeads() : 0;
+    }
+    /// Bytes one token slot of keys (or of values) takes, scales included.
+    int64_t getSlotBytes() const {
+      return getSlotWidth() * getElementBytes() + getSlotScaleBytes();
+    }
   }];
 }
 

@@ -52,11 +52,13 @@ struct KilnPlanKVPool : kiln::impl::KilnPlanKVPoolBase<KilnPlanKVPool> {
                          << cache.getCapacity() << " tokens";
       return signalPassFailure();
     }
-    int64_t elementBytes = cache.getElementType().getIntOrFloatBitWidth() / 8;
-    int64_t blockBytes = blockSize * cache.getSlotWidth() * elementBytes;
+    // A block's codes (or values), and its scales when quantized.
+    int64_t blockBytes =
+        blockSize * cache.getSlotWidth() * cache.getElementBytes();
+    int64_t scaleBytes = blockSize * cache.getSlotScaleBytes();
     // One block of every layer's keys and values: what one more block of
     // table entries costs.
-    int64_t blockAllLayers = 2 * cache.getLayers() * blockBytes;
+    int64_t blockAllLayers = 2 * cache.getLayers() * (blockBytes + scaleBytes);
     int64_t tableBlocks = (context + blockSize - 1) / blockSize;
     int64_t blocks = memoryBudget > 0 ? memoryBudget / blockAllLayers
                                       : maxBatch * tableBlocks;
@@ -68,12 +70,12 @@ struct KilnPlanKVPool : kiln::impl::KilnPlanKVPoolBase<KilnPlanKVPool> {
                          << blockAllLayers << " bytes)";
       return signalPassFailure();
     }
-    int64_t layerBytes = 2 * blocks * blockBytes;
+    int64_t layerBytes = 2 * blocks * (blockBytes + scaleBytes);
     module->setAttr("kiln.kv_pool",
                     KVPoolAttr::get(&getContext(), blockSize, blocks,
                                     blockBytes, layerBytes,
                                     layerBytes * cache.getLayers(), maxBatch,
-                                    tableBlocks));
+                                    tableBlocks, scaleBytes));
   }
 };
 

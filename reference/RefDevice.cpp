@@ -223,6 +223,9 @@ RefDevice::create(ModuleOp module, const WeightSet &weights) {
   dev->capacity_ = cacheType.getCapacity();
   dev->slotWidth_ = cacheType.getSlotWidth();
   dev->headDim_ = cacheType.getHeadDim();
+  if (cacheType.isQuantized())
+    dev->kvCodes_ =
+        cacheType.getElementType().isInteger(8) ? KVCodes::Int8 : KVCodes::E4M3;
   dev->keys_.assign(cacheType.getLayers(),
                     std::vector<float>(dev->capacity_ * dev->slotWidth_));
   dev->values_ = dev->keys_;
@@ -380,10 +383,14 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
       rope(keys, rows, slotWidth_ / headDim_, pos, theta->convertToDouble(),
            *layout);
     for (int64_t i = 0; i < rows; ++i) {
-      std::copy_n(keys.begin() + i * slotWidth_, slotWidth_,
-                  keys_[layer].begin() + pos[i] * slotWidth_);
-      std::copy_n(v + i * vStride, slotWidth_,
-                  values_[layer].begin() + pos[i] * slotWidth_);
+      float *key = keys_[layer].data() + pos[i] * slotWidth_;
+      float *value = values_[layer].data() + pos[i] * slotWidth_;
+      std::copy_n(keys.begin() + i * slotWidth_, slotWidth_, key);
+      std::copy_n(v + i * vStride, slotWidth_, value);
+      for (int64_t h = 0; kvCodes_ && h < slotWidth_; h += headDim_) {
+        roundTripKVHead(key + h, headDim_, *kvCodes_);
+        roundTripKVHead(value + h, headDim_, *kvCodes_);
+      }
     }
   };
 

@@ -11,6 +11,7 @@
 
 #include "ir/KilnOps.h"
 #include "runtime/Device.h"
+#include "runtime/KVCacheQuant.h"
 #include "runtime/Weights.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -18,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +70,8 @@ private:
   /// The sequence's KV cache: per layer, [capacity, kv_heads*head_dim].
   std::vector<std::vector<float>> keys_, values_;
   int64_t capacity_ = 0, slotWidth_ = 0, headDim_ = 0;
+  /// A quantized cache's codes: each written head is rounded as it stores.
+  std::optional<KVCodes> kvCodes_;
 };
 
 } // namespace kiln

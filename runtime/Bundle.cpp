@@ -1,8 +1,8 @@
 //===- Bundle.cpp - a safetensors-layout file with the Program as JSON ----===//
 #include "runtime/Bundle.h"
-#include "runtime/QuantLayout.h"
 #include "runtime/Hash.h"
 #include "runtime/JsonRead.h"
+#include "runtime/QuantLayout.h"
 #include "runtime/SafeTensors.h"
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +131,7 @@ Json programJson(const Bundle &b) {
        {{"bytes", p.poolBytes},
         {"blocks", p.poolBlocks},
         {"block_size", p.blockSize},
+        {"kv_dtype", p.kvDtype},
         {"sequences", p.sequences},
         {"table_blocks", p.tableBlocks}}},
       {"workspace_floats", p.workspaceFloats},
@@ -313,6 +314,9 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   p.poolBlocks = jsonInteger<int64_t>(j.at("pool").at("blocks"));
   p.blockSize = jsonInteger<int64_t>(j.at("pool").at("block_size"));
   p.sequences = jsonInteger<int64_t>(j.at("pool").at("sequences"));
+  // Informational (the kernels are built for their cache); older bundles
+  // lack it and hold f16.
+  p.kvDtype = j.at("pool").value("kv_dtype", std::string("f16"));
   p.tableBlocks = jsonInteger<int64_t>(j.at("pool").at("table_blocks"));
   // Tables of 1 to 1024 sequences, each of at most the context's blocks
   // (fewer when compiled with --max-context).
@@ -343,10 +347,9 @@ absl::Status readProgram(const Json &j, Bundle &b) {
       std::string name = w.at("quant").get<std::string>();
       buffer.quant = QuantFormat::parse(name);
       if (!buffer.quant)
-        return absl::InvalidArgumentError(
-            absl::StrCat("weight '", buffer.name, "' has quant '", name,
-                         "', which is not a format (", quantFormatChoices(),
-                         ")"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "weight '", buffer.name, "' has quant '", name,
+            "', which is not a format (", quantFormatChoices(), ")"));
       if (std::string e = quantShapeError(*buffer.quant, buffer.cols);
           !e.empty())
         return absl::InvalidArgumentError(absl::StrCat(

@@ -152,6 +152,9 @@ struct Program {
   int64_t vocab = 0, maxPositions = 0;
   int64_t arenaBytes = 0;
   int64_t poolBytes = 0, poolBlocks = 0, blockSize = 0;
+  /// The KV cache's storage: f16 (bf16, f32), or fp8 / int8 codes with an
+  /// f16 scale a head of each slot (runtime/KVCacheQuant.h).
+  std::string kvDtype = "f16";
   int64_t sequences = 1;   // slots: sequences that run at once
   int64_t tableBlocks = 0; // blocks in a sequence's table row
   int64_t workspaceFloats = 0, counters = 0;

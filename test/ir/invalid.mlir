@@ -189,3 +189,20 @@ func.func @row_broadcast(%x: tensor<4x8x8xf32>, %r: tensor<4x8x2xf32>) {
   %p = kiln.div %x, %r : tensor<4x8x8xf32>, tensor<4x8x2xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{kv_cache: element type must be f16, bf16 or f32, or f8E4M3FN or i8 (quantized), not 'f8E5M2'}}
+func.func @cache_quant_type(%c: !kiln.kv_cache<layers = 2, capacity = 128, kv_heads = 2, head_dim = 16, element_type = f8E5M2>) {
+  return
+}
+
+// -----
+
+// A quantized cache takes the model's floats, not codes.
+!cache = !kiln.kv_cache<layers = 2, capacity = 128, kv_heads = 2, head_dim = 16, element_type = i8>
+func.func @kv_write_codes(%k: tensor<?x32xi8>, %pos: tensor<?xi32>, %c: !cache) {
+  // expected-error @+1 {{'kiln.kv_write' op operand #0 must be 2D tensor of 16-bit float or bfloat16 type or 32-bit float values, but got 'tensor<?x32xi8>'}}
+  %c1 = kiln.kv_write %k, %k into %c[0] at %pos : tensor<?x32xi8>, tensor<?x32xi8>, tensor<?xi32>, !cache
+  return
+}

@@ -43,16 +43,24 @@ struct TestPrintKVPlan : PassWrapper<TestPrintKVPlan, OperationPass<ModuleOp>> {
        << pool.getBlocks() << " blocks][" << pool.getBlockSize() << " tokens]["
        << cache.getKvHeads() << " kv heads][" << cache.getHeadDim()
        << " head dim] " << cache.getElementType() << "\n";
+    if (cache.isQuantized())
+      os << "scales: [" << cache.getLayers() << " layers][keys|values]["
+         << pool.getBlocks() << " blocks][" << pool.getBlockSize()
+         << " tokens][" << cache.getKvHeads() << " kv heads] f16, after the "
+         << "values, " << pool.getScaleBytes() << " bytes a block\n";
     os << "tables: " << pool.getSequences() << " sequences of "
        << pool.getTableBlocks() << " blocks\n";
     os << "block: " << pool.getBlockBytes() << " bytes per layer, "
-       << 2 * cache.getLayers() * pool.getBlockBytes()
+       << 2 * cache.getLayers() * (pool.getBlockBytes() + pool.getScaleBytes())
        << " bytes for keys and values of all layers\n";
-    for (int64_t l = 0; l < cache.getLayers(); ++l)
-      os << "layer " << l << ": keys at " << l * pool.getLayerBytes()
-         << ", values at "
-         << l * pool.getLayerBytes() + pool.getBlocks() * pool.getBlockBytes()
-         << "\n";
+    for (int64_t l = 0; l < cache.getLayers(); ++l) {
+      os << "layer " << l << ": keys at " << pool.getOffset(l, false)
+         << ", values at " << pool.getOffset(l, true);
+      if (cache.isQuantized())
+        os << ", key scales at " << pool.getOffset(l, false, true)
+           << ", value scales at " << pool.getOffset(l, true, true);
+      os << "\n";
+    }
   }
 };
 } // namespace

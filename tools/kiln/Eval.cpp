@@ -1,12 +1,14 @@
 //===- Eval.cpp - kiln eval -----------------------------------------------===//
 //
 //   kiln eval MODEL --quantize FORMAT --prompt-ids IDS[;IDS...]
+//   kiln eval MODEL --kv-dtype fp8|int8 --prompt-ids ...
 //   kiln eval MODEL --compare-to MODEL2 [--quantize FORMAT] --prompt-ids ...
 //
 // How far one model's next-token distributions are from another's on the
 // same token sequences (llama.cpp's perplexity --kl-divergence statistics).
 // The base is MODEL as stored; the compared model is MODEL2 (--compare-to)
-// or MODEL itself, quantized with --quantize when given. Each sequence runs
+// or MODEL itself, quantized with --quantize (its weights) and --kv-dtype
+// (its KV cache) when given. Each sequence runs
 // teacher-forced, one prefill of the whole sequence, and every position's
 // logits of both models are compared:
 //
@@ -270,10 +272,11 @@ int runEval() {
   auto opts = frontendOptions();
   if (!opts.ok())
     return fail(opts.status(), 2);
-  if (compareTo.empty() && !opts->quantize)
+  if (compareTo.empty() && !opts->quantize && opts->kvDtype.empty())
     return fail(absl::InvalidArgumentError(
                     "kiln eval: name what MODEL is compared with: --quantize "
-                    "FORMAT (MODEL quantized) or --compare-to MODEL2"),
+                    "FORMAT or --kv-dtype fp8|int8 (MODEL quantized) or "
+                    "--compare-to MODEL2"),
                 2);
   auto knobs = codegenOptions();
   if (!knobs.ok())
@@ -286,9 +289,11 @@ int runEval() {
                   2);
 
   // Both models compiled first (headers only), so that a mismatch fails
-  // before anything runs. --quantize is the compared model's alone.
+  // before anything runs. --quantize and --kv-dtype are the compared
+  // model's alone.
   FrontendOptions baseOpts = *opts, comparedOpts = *opts;
   baseOpts.quantize.reset();
+  baseOpts.kvDtype.clear();
   std::string comparedName = compareTo.empty() ? model : compareTo;
   mlir::MLIRContext ctx;
   auto base = compileModel(ctx, model, baseOpts);
@@ -364,10 +369,14 @@ int runEval() {
     }
   }
 
+  std::string how;
+  if (comparedOpts.quantize)
+    how = absl::StrCat("--quantize ", comparedOpts.quantize->name());
+  if (!comparedOpts.kvDtype.empty())
+    absl::StrAppend(&how, how.empty() ? "" : ", ", "--kv-dtype ",
+                    comparedOpts.kvDtype);
   std::string comparedDesc =
-      !comparedOpts.quantize ? comparedName + " (as stored)"
-                             : absl::StrCat(comparedName, " (--quantize ",
-                                            comparedOpts.quantize->name(), ")");
+      absl::StrCat(comparedName, " (", how.empty() ? "as stored" : how, ")");
   llvm::outs() << "kiln: eval on " << deviceName << ": base "
                << std::string(model) << " (as stored), compared "
                << comparedDesc << "\n";
@@ -389,16 +398,19 @@ int runEval() {
   if (!jsonFlag.empty()) {
     llvm::json::Object o = toJson(overall);
     o["sequences"] = overall.sequences;
-    llvm::json::Value quant = nullptr;
+    llvm::json::Value quant = nullptr, kv = "f16";
     if (comparedOpts.quantize)
       quant = comparedOpts.quantize->name();
+    if (!comparedOpts.kvDtype.empty())
+      kv = comparedOpts.kvDtype;
     llvm::json::Object root{
         {"device", deviceName},
         {"vocab", vocab},
         {"base", llvm::json::Object{{"model", std::string(model)},
                                     {"quantize", nullptr}}},
         {"compared", llvm::json::Object{{"model", comparedName},
-                                        {"quantize", std::move(quant)}}},
+                                        {"quantize", std::move(quant)},
+                                        {"kv_dtype", std::move(kv)}}},
         {"sequences", std::move(perSequence)},
         {"overall", std::move(o)}};
     std::string text;

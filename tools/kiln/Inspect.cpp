@@ -82,7 +82,7 @@ void printLaunches(const Program &p, const std::vector<Launch> &launches) {
     // else the last row's.
     if (l.when != LaunchWhen::Always)
       os << (l.when == LaunchWhen::EveryLogit ? ", if the logits are read"
-                                               : ", if they are not");
+                                              : ", if they are not");
     os << ":";
     for (const Argument &a : l.args) {
       os << " " << regionName(a.region);
@@ -117,11 +117,13 @@ int runInspect() {
                       c.numLayers, c.hiddenSize, c.numHeads, c.numKVHeads,
                       c.intermediateSize, c.vocabSize, c.maxPositions);
   os << llvm::formatv("  memory    arena {0} bytes, KV pool {1} bytes ({2} "
-                      "blocks of {3} tokens; {4} sequences of up to {5} "
+                      "blocks of {3} tokens, {8}; {4} sequences of up to {5} "
                       "blocks), workspace {6} floats, {7} counters\n",
                       p.arenaBytes, p.poolBytes, p.poolBlocks, p.blockSize,
-                      p.sequences, p.tableBlocks, p.workspaceFloats,
-                      p.counters);
+                      p.sequences, p.tableBlocks, p.workspaceFloats, p.counters,
+                      p.kvDtype == "fp8" || p.kvDtype == "int8"
+                          ? p.kvDtype + " codes, an f16 scale a head"
+                          : p.kvDtype);
   os << "  kernels   " << p.kernels.size() << "\n";
   for (const KernelCode &k : p.kernels) {
     os << llvm::formatv("    {0,-34} {1} bytes of CUDA C++", k.name,
@@ -146,8 +148,7 @@ int runInspect() {
     os << "    " << w.name << " " << shapeString({rows, w.cols}) << " "
        << (w.quant ? w.quant->name() : "f16") << " = " << sources;
     if (!w.scaledBy.empty())
-      os << (w.quant ? ", x scaled by " : ", columns scaled by ")
-         << w.scaledBy;
+      os << (w.quant ? ", x scaled by " : ", columns scaled by ") << w.scaledBy;
     if (w.quant)
       os << " (" << weightBufferBytes(w) << " bytes)";
     os << "\n";

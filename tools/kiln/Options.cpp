@@ -41,8 +41,7 @@ cl::opt<std::string> cacheDirFlag(
     cl::desc("The kernel cache folder (default: $KILN_CACHE_DIR, else "
              "$XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels)"),
     cl::value_desc("folder"), cl::sub(compileCommand()), cl::sub(runCommand()),
-    cl::sub(tuneCommand()), cl::sub(cacheCommand()),
-    cl::sub(evalCommand()));
+    cl::sub(tuneCommand()), cl::sub(cacheCommand()), cl::sub(evalCommand()));
 
 cl::opt<std::string> dtypeFlag("dtype",
                                cl::desc("Storage type: f16, bf16 or f32"),
@@ -63,8 +62,7 @@ cl::opt<RopeLayout> ropeLayoutFlag(
                clEnumValN(RopeLayout::interleaved, "interleaved",
                           "pairs (2i, 2i + 1): Meta's original layout")),
     cl::init(RopeLayout::rotate_half), cl::sub(compileCommand()),
-    cl::sub(runCommand()), cl::sub(tuneCommand()),
-    cl::sub(evalCommand()));
+    cl::sub(runCommand()), cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 cl::opt<bool> decomposeSoftmaxFlag(
     "decompose-softmax",
@@ -116,6 +114,14 @@ cl::opt<bool> quantizeZeroPointsFlag(
     cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(tuneCommand()),
     cl::sub(evalCommand()));
 
+cl::opt<std::string> kvDtypeFlag(
+    "kv-dtype",
+    cl::desc("The KV cache's storage: f16 (default, as the activations), "
+             "fp8 (e4m3) or int8, with an f16 scale per head of each token: "
+             "twice the tokens in the same memory (docs/kv-cache.md)"),
+    cl::value_desc("type"), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(tuneCommand()), cl::sub(evalCommand()));
+
 absl::StatusOr<FrontendOptions> frontendOptions() {
   FrontendOptions opts;
   if (dtypeFlag != "f16" && dtypeFlag != "bf16" && dtypeFlag != "f32")
@@ -156,6 +162,18 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
     return absl::InvalidArgumentError(
         "--quantize-zero-points needs --quantize int8 or int4");
   }
+  if (!kvDtypeFlag.empty()) {
+    if (kvDtypeFlag != "f16" && kvDtypeFlag != "fp8" && kvDtypeFlag != "int8")
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv-dtype: '", std::string(kvDtypeFlag),
+                       "' is not f16, fp8 or int8"));
+    if (kvDtypeFlag == "f16" && opts.dtype != "f16")
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv-dtype f16: the cache holds ", opts.dtype,
+                       " activations as they are; fp8 or int8 quantize it"));
+    if (kvDtypeFlag != "f16")
+      opts.kvDtype = kvDtypeFlag;
+  }
   opts.maxBatch = maxBatchFlag;
   opts.kvMemory = kvMemoryFlag;
   opts.maxContext = maxContextFlag;
@@ -164,11 +182,12 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
 
 cl::opt<std::string> kernelOptionsFlag(
     "kernel-options",
-    cl::desc("Kernel tuning knobs, name=value,...: gemv-rows, gemv-split-k, "
-             "gemv-unroll, vector-width, attention-warps, kv-splits, sm-count, "
-             "epilogue-threads, prefill-attention-rows, prefill-attention-keys, "
-             "elementwise-threads, "
-             "gemm-algo, gemm-tile"),
+    cl::desc(
+        "Kernel tuning knobs, name=value,...: gemv-rows, gemv-split-k, "
+        "gemv-unroll, vector-width, attention-warps, kv-splits, sm-count, "
+        "epilogue-threads, prefill-attention-rows, prefill-attention-keys, "
+        "elementwise-threads, "
+        "gemm-algo, gemm-tile"),
     cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
