@@ -339,8 +339,11 @@ struct PrefillAttentionTiling {
   int64_t paddedDh = 0, groupHeads = 0, headSlices = 0, tokens = 0;
   int64_t sharedBytes = 0;
 };
+/// `elementBytes`: 1 for a quantized cache, whose codes are staged in
+/// shared memory too.
 PrefillAttentionTiling prefillAttentionTiling(int64_t dh, int64_t group,
-                                              const CodegenOptions &opts);
+                                              const CodegenOptions &opts,
+                                              int64_t elementBytes = 2);
 
 /// The batched decode plans run @prefill's attention with the decode
 /// template (a row per sequence): that kernel is the op's kiln.kernel with

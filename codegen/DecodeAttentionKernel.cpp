@@ -103,14 +103,15 @@ DecodeAttentionTiling decodeAttentionTiling(int64_t dh, int64_t group,
   // computed): up to 8 keys (16 of 8-bit codes), as many as a lane's
   // registers hold at 16 warps an SM (128 a thread). A lane's registers,
   // about: its heads' sums (acc, and a score a key), both tiles' keys and
-  // values (a register per two halves, or four codes), the query and 40
-  // more. A large group splits its heads among
-  // the key slots of a load (`headSplits` lanes load the same key, each
-  // for its share of the heads), which frees registers for more keys.
+  // values (a register per two halves), the query and 40 more. A large group
+  // splits its heads among the key slots of a load (`headSplits` lanes load the
+  // same key, each for its share of the heads), which frees registers for more
+  // keys.
   int lane = t.chunksPerLane * t.vec;
   auto registers = [&](int64_t heads, int unroll) {
-    return int(heads * lane + heads * unroll + unroll * lane * elementBytes +
-               lane + 40);
+    // (Codes are counted as halves: their decoded floats and scales take
+    // what packing them saves; llama2-70b's group of 8 spills otherwise.)
+    return int(heads * lane + heads * unroll + 2 * unroll * lane + lane + 40);
   };
   auto better = [&](const DecodeAttentionTiling &a,
                     const DecodeAttentionTiling &b) { // a over b?

@@ -43,7 +43,8 @@ constexpr int64_t kStaticSharedBytes = 48 * 1024;
 } // namespace
 
 PrefillAttentionTiling prefillAttentionTiling(int64_t dh, int64_t group,
-                                              const CodegenOptions &opts) {
+                                              const CodegenOptions &opts,
+                                              int64_t elementBytes) {
   PrefillAttentionTiling t;
   t.warps = opts.attentionWarps;
   t.paddedDh = (dh + 15) / 16 * 16;
@@ -59,8 +60,11 @@ PrefillAttentionTiling prefillAttentionTiling(int64_t dh, int64_t group,
   t.groupHeads = std::min<int64_t>(group, t.rows);
   t.headSlices = (group + t.groupHeads - 1) / t.groupHeads;
   t.tokens = t.rows / t.groupHeads;
+  // The f16 rows (two buffers of keys and values, or the queries), and a
+  // quantized cache's staged codes and their rows' scales.
   auto shared = [&](int keys) {
-    return std::max<int64_t>(4 * keys, t.rows) * (t.paddedDh + 8) * 2;
+    int64_t staged = elementBytes == 1 ? 2 * keys * t.paddedDh + 4 * keys : 0;
+    return std::max<int64_t>(4 * keys, t.rows) * (t.paddedDh + 8) * 2 + staged;
   };
   t.keys = opts.prefillAttentionKeys;
   if (t.keys == 0 && t.mtiles == 2 && t.paddedDh > 64)
@@ -84,7 +88,8 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
         "the prefill attention template takes a head dim that is a multiple "
         "of 8 (rows of 16-byte copies), not " +
         std::to_string(dh));
-  PrefillAttentionTiling t = prefillAttentionTiling(dh, group, opts);
+  PrefillAttentionTiling t =
+      prefillAttentionTiling(dh, group, opts, shape->cache.getElementBytes());
   if (t.keys == 0 || t.sharedBytes > kStaticSharedBytes)
     return llvm::createStringError(
         "prefill attention tiles of " + std::to_string(t.rows) +
@@ -205,82 +210,93 @@ __device__ __forceinline__ void kiln_copy_tile(__half (*rows)[LD],
     }
 }
 
-// A quantized cache's tile of keys and values for this thread's chunks, in
-// registers: 8 codes a chunk and its head's scale times KV_UNIT (0 where a
-// chunk holds no keys). Loaded a tile ahead (kiln_stage_kv) and stored
-// dequantized into shared memory once the tile before is computed
-// (kiln_store_kv): cp.async cannot convert.
-struct kiln_kv_stage {
-  uint2 k[CPT], v[CPT];
-  float ks[CPT], vs[CPT];
-};
-
+// A quantized cache's tile: its codes by cp.async (8 a chunk) into
+// `codes` [2 (keys, values), BN, DHP] of shared memory, one group, and the
+// key and value scales of the rows whose chunk 0 this thread copies into
+// `scales` (an f16 pair, 0 for a row with no keys): registers, a tile
+// ahead. kiln_convert_kv then writes the tile dequantized into a buffer of
+// f16 rows once the tile before is computed: cp.async cannot convert.
 __device__ __forceinline__ void
-kiln_stage_kv(kiln_kv_stage &st, const kiln_kv_t *k_cache,
-              const kiln_kv_t *v_cache, const __half *k_scales,
-              const __half *v_scales, int kvh, int t0, int last, int at,
-              const int (&block)[CPT]) {
+kiln_stage_kv(unsigned char *codes, __half2 (&scales)[CPT],
+              const kiln_kv_t *k_cache, const kiln_kv_t *v_cache,
+              const __half *k_scales, const __half *v_scales, int kvh, int t0,
+              int last, int at, const int (&block)[CPT]) {
 #pragma unroll
-  for (int u = 0; u < CPT; ++u) {
-    st.k[u] = st.v[u] = make_uint2(0u, 0u);
-    st.ks[u] = st.vs[u] = 0.0f;
+  for (int u = 0; u < CPT; ++u)
     if ((BN * CH) % THREADS == 0 || threadIdx.x + u * THREADS < BN * CH) {
       int j, c;
       bool in;
-      const long long at_u = kiln_tile_chunk(u, kvh, t0, last, at, block, j, c, in);
-      if (in) {
-        st.k[u] = *reinterpret_cast<const uint2 *>(k_cache + at_u);
-        st.v[u] = *reinterpret_cast<const uint2 *>(v_cache + at_u);
-        st.ks[u] = __half2float(k_scales[at_u / DH]) * KV_UNIT; // [slot, KVH]
-        st.vs[u] = __half2float(v_scales[at_u / DH]) * KV_UNIT;
-      }
+      const long long at_u =
+          kiln_tile_chunk(u, kvh, t0, last, at, block, j, c, in);
+      kiln_cp_async8(codes + j * DHP + 8 * c, k_cache + at_u, in);
+      kiln_cp_async8(codes + (BN + j) * DHP + 8 * c, v_cache + at_u, in);
+      // [slot, KVH]: the chunk's element offset over DH.
+      if (c == 0)
+        scales[u] = in ? __halves2half2(k_scales[at_u / DH], v_scales[at_u / DH])
+                       : __floats2half2_rn(0.0f, 0.0f);
     }
-  }
+  kiln_cp_async_commit();
 }
 
-__device__ __forceinline__ void kiln_store_codes(__half *row, uint2 codes,
-                                                 float scale) {
-  float f[8];
-  kiln_kv_decode4(codes.x, f);
-  kiln_kv_decode4(codes.y, f + 4);
-  uint4 h;
-  unsigned *w = reinterpret_cast<unsigned *>(&h);
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    w[i] = kiln_pack_half2(f[2 * i] * scale, f[2 * i + 1] * scale);
-  *reinterpret_cast<uint4 *>(row) = h;
-}
-
-__device__ __forceinline__ void kiln_store_kv(__half (*tile)[LD], int buf,
-                                              const kiln_kv_stage &st) {
+// The staged tile (kiln_stage_kv) dequantized into buffer `buf`: the
+// copies waited for, the scales through `row_scales` [BN], then every chunk
+// of 8 codes as 8 halves. Ends with a barrier.
+__device__ __forceinline__ void
+kiln_convert_kv(__half (*tile)[LD], int buf, const unsigned char *codes,
+                __half2 *row_scales, const __half2 (&scales)[CPT]) {
+  kiln_cp_async_wait<0>();
 #pragma unroll
   for (int u = 0; u < CPT; ++u) {
     const int i = threadIdx.x + u * THREADS;
-    if ((BN * CH) % THREADS == 0 || i < BN * CH) {
-      const int j = i / CH, c = i % CH;
-      kiln_store_codes(&tile[2 * BN * buf + j][8 * c], st.k[u], st.ks[u]);
-      kiln_store_codes(&tile[2 * BN * buf + BN + j][8 * c], st.v[u], st.vs[u]);
-    }
+    if (((BN * CH) % THREADS == 0 || i < BN * CH) && i % CH == 0)
+      row_scales[i / CH] = scales[u];
   }
+  __syncthreads();
+#pragma unroll 1 // (unrolled, its loads in flight together spill)
+  for (int i = threadIdx.x; i < 2 * BN * CH; i += THREADS) {
+    const int kv = i / (BN * CH), j = i / CH % BN, c = i % CH;
+    const uint2 w =
+        *reinterpret_cast<const uint2 *>(codes + (kv * BN + j) * DHP + 8 * c);
+    const float2 sc = __half22float2(row_scales[j]);
+    const float scale = (kv ? sc.y : sc.x) * KV_UNIT;
+    float f[8];
+    kiln_kv_decode4(w.x, f);
+    kiln_kv_decode4(w.y, f + 4);
+    uint4 h;
+    unsigned *hw = reinterpret_cast<unsigned *>(&h);
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      hw[e] = kiln_pack_half2(f[2 * e] * scale, f[2 * e + 1] * scale);
+    *reinterpret_cast<uint4 *>(&tile[2 * BN * buf + kv * BN + j][8 * c]) = h;
+  }
+  __syncthreads();
 }
 
-// Tile t0's keys and values into buffer `buf`: f16 as one cp.async group, a
-// quantized cache's at once (loaded, dequantized and stored).
+// Tile t0's keys and values (f16) into buffer `buf`, as one cp.async group.
+__device__ __forceinline__ void kiln_copy_kv(__half (*tile)[LD], int buf,
+                                             const kiln_kv_t *k_cache,
+                                             const kiln_kv_t *v_cache, int kvh,
+                                             int t0, int last, int at,
+                                             const int (&block)[CPT]) {
+  kiln_copy_tile(tile + 2 * BN * buf, k_cache, kvh, t0, last, at, block);
+  kiln_copy_tile(tile + 2 * BN * buf + BN, v_cache, kvh, t0, last, at, block);
+  kiln_cp_async_commit();
+}
+
+// The first tile into buffer 0: f16 by cp.async (in flight on return), a
+// quantized cache's staged and converted (landed on return).
 __device__ __forceinline__ void
-kiln_copy_kv(__half (*tile)[LD], int buf, const kiln_kv_t *k_cache,
-             const kiln_kv_t *v_cache, const __half *k_scales,
-             const __half *v_scales, int kvh, int t0, int last, int at,
-             const int (&block)[CPT]) {
+kiln_first_tile(__half (*tile)[LD], unsigned char *codes, __half2 *row_scales,
+                __half2 (&staged)[CPT], const kiln_kv_t *k_cache,
+                const kiln_kv_t *v_cache, const __half *k_scales,
+                const __half *v_scales, int kvh, int last, int at,
+                const int (&block)[CPT]) {
   if constexpr (KV_QUANT) {
-    kiln_kv_stage st;
-    kiln_stage_kv(st, k_cache, v_cache, k_scales, v_scales, kvh, t0, last, at,
-                  block);
-    kiln_store_kv(tile, buf, st);
+    kiln_stage_kv(codes, staged, k_cache, v_cache, k_scales, v_scales, kvh, 0,
+                  last, at, block);
+    kiln_convert_kv(tile, 0, codes, row_scales, staged);
   } else {
-    kiln_copy_tile(tile + 2 * BN * buf, k_cache, kvh, t0, last, at, block);
-    kiln_copy_tile(tile + 2 * BN * buf + BN, v_cache, kvh, t0, last, at,
-                   block);
-    kiln_cp_async_commit();
+    kiln_copy_kv(tile, 0, k_cache, v_cache, kvh, 0, last, at, block);
   }
 }
 
@@ -299,6 +315,9 @@ __device__ __forceinline__ int kiln_copy_offset(int kvh) {
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
      << k.entry << "(" << kernelParameters(k) << R"cuda() {
   alignas(16) __shared__ __half tile[SROWS][LD]; // 2 x (keys [BN], values [BN])
+  // A quantized cache's staged codes [2, BN, DHP] and their rows' scales [BN].
+  alignas(16) __shared__ unsigned char kv_codes[KV_QUANT ? 2 * BN * DHP : 16];
+  __shared__ __half2 row_scales[KV_QUANT ? BN : 1];
   __half (*qs)[LD] = tile + QROW;
   kiln_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -335,9 +354,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
   // The host's inputs and the first tile's pages are read: from here on the
   // queries and the pool, which the kernels before this one write.
   kiln_wait_previous_grid();
+  __half2 staged[CPT]; // a quantized cache's scales of the staged tile
   if (EARLY_KV)
-    kiln_copy_kv(tile, 0, k_cache, v_cache, )cuda"
-     << scales << R"cuda(, kvh, 0, last, at, blocks);
+    kiln_first_tile(tile, kv_codes, row_scales, staged, k_cache, v_cache, )cuda"
+     << scales << R"cuda(,
+                    kvh, last, at, blocks);
 
   // The queries, rotated and rounded to f16: row m is token tok0 + m / GPC,
   // head h0 + m % GPC; rows past the block's tokens and heads are zeros.
@@ -370,8 +391,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
                                       [16 * kk + 8 * (lane >> 4)]);
   if (!EARLY_KV) {
     __syncthreads(); // every warp has its queries: the tile may land there
-    kiln_copy_kv(tile, 0, k_cache, v_cache, )cuda"
-     << scales << R"cuda(, kvh, 0, last, at, blocks);
+    kiln_first_tile(tile, kv_codes, row_scales, staged, k_cache, v_cache, )cuda"
+     << scales << R"cuda(,
+                    kvh, last, at, blocks);
   }
   kiln_tile_blocks(table, BN, last, blocks);
 
@@ -380,7 +402,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
   // raw scores) and sums (this lane's share of them).
   int pos[MT][2];
   float mx[MT][2], sum[MT][2];
-  kiln_kv_stage next; // a quantized cache's next tile
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -407,14 +428,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
     // end of the last tile), in flight through this one; the pages of the
     // one after it, read for the next tile's copy.
     kiln_tile_blocks(table, t0 + 2 * BN, last, later);
-    if constexpr (KV_QUANT) { // the next tile's codes, stored after this one
+    if constexpr (KV_QUANT) { // the next tile's codes, converted after this one
       if (t0 + BN <= last)
-        kiln_stage_kv(next, k_cache, v_cache, )cuda"
-     << scales << R"cuda(, kvh, t0 + BN, last, at,
-                      blocks);
+        kiln_stage_kv(kv_codes, staged, k_cache, v_cache, )cuda"
+     << scales << R"cuda(, kvh,
+                      t0 + BN, last, at, blocks);
     } else if (t0 + BN <= last) {
-      kiln_copy_kv(tile, buf ^ 1, k_cache, v_cache, nullptr, nullptr, kvh,
-                   t0 + BN, last, at, blocks);
+      kiln_copy_kv(tile, buf ^ 1, k_cache, v_cache, kvh, t0 + BN, last, at,
+                   blocks);
     } else {
       kiln_cp_async_commit(); // an empty group: the wait below counts on it
     }
@@ -516,9 +537,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
           kiln_mma(o[mt][2 * j + 1], p[mt][kk], b1);
         }
       }
-    if constexpr (KV_QUANT) // the other buffer, which no warp reads now
+    if constexpr (KV_QUANT) // into the other buffer, which no warp reads now
       if (t0 + BN <= last)
-        kiln_store_kv(tile, buf ^ 1, next);
+        kiln_convert_kv(tile, buf ^ 1, kv_codes, row_scales, staged);
     __syncthreads(); // every warp is done with this buffer
 #pragma unroll
     for (int u = 0; u < CPT; ++u)

@@ -119,6 +119,19 @@ __device__ __forceinline__ void kiln_cp_async16(void *dst, const void *src,
 #endif
 }
 
+// The same of 8 bytes (cp.async.ca: .cg copies 16 only).
+__device__ __forceinline__ void kiln_cp_async8(void *dst, const void *src,
+                                               bool valid) {
+#ifdef KILN_CUDA_EMU_H
+  kiln_emu::cpAsync(dst, valid ? src : nullptr, 8);
+#else
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;"
+               :
+               : "r"(kiln_shared_address(dst)), "l"(src), "r"(valid ? 8 : 0)
+               : "memory");
+#endif
+}
+
 // cp.async.commit_group: the copies this thread issued since the last
 // commit are one group.
 __device__ __forceinline__ void kiln_cp_async_commit() {

@@ -436,7 +436,27 @@ std::optional<Loop> computeLoop(const std::vector<Function> &functions) {
       bestFlops = flops;
     }
   });
-  return best;
+  if (bestFlops.first > 0)
+    return best;
+  // No innermost loop runs on tensor cores, but a loop around one may: a
+  // tile loop with a small loop of its own inside (prefill attention's
+  // conversion of a quantized cache's codes). The one with the most tensor
+  // FLOPs, the shortest of a tie.
+  std::optional<Loop> outer;
+  int64_t outerFlops = 0;
+  for (const Function &f : functions)
+    for (Loop &l : findLoops(f)) {
+      l.function = int(&f - functions.data());
+      PipeWork w = pipeWork(f, l.begin, l.end);
+      int64_t tensor = w.mmaFlops + w.wgmmaFlops;
+      if (tensor > outerFlops ||
+          (tensor > 0 && tensor == outerFlops &&
+           l.end - l.begin < outer->end - outer->begin)) {
+        outer = l;
+        outerFlops = tensor;
+      }
+    }
+  return outer ? outer : best;
 }
 
 namespace {

@@ -77,6 +77,7 @@ struct AsyncCopy {
   void *dst;
   const void *src;
   unsigned group;
+  unsigned bytes; // 16, 8 or 4
 };
 
 struct Thread {

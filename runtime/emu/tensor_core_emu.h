@@ -167,21 +167,23 @@ inline void ldmatrix(unsigned (&r)[N], const void *row) {
   }
 }
 
-/// cp.async.cg.shared.global 16 bytes (src null: 16 zero bytes, as a
-/// src-size of 0 gives): queued until a wait_group that covers it.
-inline void cpAsync16(void *dst, const void *src) {
-  if (reinterpret_cast<uintptr_t>(dst) % 16 ||
-      reinterpret_cast<uintptr_t>(src) % 16) {
+/// cp.async.{cg,ca}.shared.global of `bytes` (16, or 8 or 4; src null:
+/// zero bytes, as a src-size of 0 gives): queued until a wait_group that
+/// covers it.
+inline void cpAsync(void *dst, const void *src, unsigned bytes) {
+  if (reinterpret_cast<uintptr_t>(dst) % bytes ||
+      reinterpret_cast<uintptr_t>(src) % bytes) {
     std::fprintf(stderr,
-                 "kiln emu: cp.async of 16 bytes in block (%u, %u, %u), "
-                 "thread %d: %p <- %p is not 16-byte aligned\n",
-                 block->idx.x, block->idx.y, block->idx.z, self().linear, dst,
-                 src);
+                 "kiln emu: cp.async of %u bytes in block (%u, %u, %u), "
+                 "thread %d: %p <- %p is not %u-byte aligned\n",
+                 bytes, block->idx.x, block->idx.y, block->idx.z, self().linear,
+                 dst, src, bytes);
     std::abort();
   }
   Thread &t = self();
-  t.copies.push_back({dst, src, t.committedGroups});
+  t.copies.push_back({dst, src, t.committedGroups, bytes});
 }
+inline void cpAsync16(void *dst, const void *src) { cpAsync(dst, src, 16); }
 
 /// cp.async.commit_group: the copies issued since the last one are a group.
 inline void cpAsyncCommit() { ++self().committedGroups; }
@@ -194,9 +196,9 @@ inline void cpAsyncWait(unsigned n) {
   for (const AsyncCopy &c : t.copies) {
     if (c.group + n < t.committedGroups) {
       if (c.src)
-        std::memcpy(c.dst, c.src, 16);
+        std::memcpy(c.dst, c.src, c.bytes);
       else
-        std::memset(c.dst, 0, 16);
+        std::memset(c.dst, 0, c.bytes);
     } else {
       pending.push_back(c);
     }
