@@ -256,6 +256,32 @@ for m in $fixtures; do
 done
 say ""
 
+# Quantized weights and KV caches (the kit's quantized.txt: a bundle, its
+# weights, its transformers fixture and tolerance a line), each fixture's
+# prompt and greedy continuation.
+if [ -f "$kit/quantized.txt" ]; then
+  say "Quantized weights and KV caches (issue 17), each against its transformers fixture:"
+  say ""
+  say "| bundle | fixture | result |"
+  say "|---|---|---|"
+  while read -r qname qweights qfixture tol; do
+    read -r prompt count < <(python3 -c "import json; d = json.load(open('$qfixture/expected.json')); print(','.join(map(str, d['prompt_tokens'])), len(d['greedy_continuation']))")
+    dump="$work/$qname.safetensors"
+    log="$work/$qname.txt"
+    if bounded "$(box 30 330)" "$run" "$kit/$qname.kiln" --weights "$qweights" \
+      --device "$device" --prompt-ids "$prompt" --max-new-tokens "$count" \
+      --dump-logits "$dump" </dev/null >"$log" 2>&1; then
+      result=$(python3 test/compare_logits.py "$qfixture/expected.safetensors" \
+        "$dump" "$tol")
+      case $result in ok:*) ;; *) status=1 ;; esac
+    else
+      not_run "$log"
+    fi
+    say "| $qname | ${qfixture#test/fixtures/} | $(cell "$result") |"
+  done <"$kit/quantized.txt"
+  say ""
+fi
+
 # Batches (the kit's fixtures are compiled for 4 sequences): the prompt
 # four times at once, and the prompt joining a batch that is decoding. For
 # the latter, request 0 is a prefix of the prompt that stops at its first

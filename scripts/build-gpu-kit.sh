@@ -31,6 +31,12 @@ if [ "${1:-}" = --emu ]; then
     "$kiln" compile "test/fixtures/$m/model-f16" -o "$kit/$m.kiln" \
       --max-batch 4 >/dev/null
   done
+  # One of the quantized bundles (quantized.txt's format; the GPU kit's
+  # list is below): tiny-gqa with an int8 KV cache.
+  "$kiln" compile test/fixtures/tiny-gqa/model-f16 --kv-dtype int8 \
+    -o "$kit/q-tiny-gqa-kv-int8.kiln" >/dev/null
+  echo "q-tiny-gqa-kv-int8 test/fixtures/tiny-gqa/model-f16 test/fixtures/kv-cache/tiny-gqa-kv-int8 5e-2" \
+    >"$kit/quantized.txt"
   # With the cost model's bytes and FLOPs of the profiled steps' kernels,
   # for the profile's table (bench/profile_table.py; docs/cost-model.md);
   # no predicted times: those need the kernels compiled and audited
@@ -73,6 +79,26 @@ for m in tiny-gqa tiny-mha tiny-dh96 tiny-dh128; do
   build/bin/kiln compile "$f16" -o "gpu-kit/$m.kiln" \
     --target sm_80,sm_90 --max-batch 4 >/dev/null
 done
+# Quantized weights (issue 17: the quantized GEMM and GEMVs, GPTQ's
+# act-order) and KV caches on the GPU, each against its transformers
+# fixture: quantized.txt, a line a bundle (name, weights, fixture folder,
+# tolerance: fp8 caches at head dim 32 get 0.2, docs/kv-cache.md).
+: >gpu-kit/quantized.txt
+quantized() { # NAME WEIGHTS FIXTURE TOL KILN-OPTIONS...
+  local name=$1 weights=$2 fixture=$3 tol=$4
+  shift 4
+  build/bin/kiln compile "$weights" -o "gpu-kit/$name.kiln" \
+    --target sm_80,sm_90 "$@" >/dev/null
+  echo "$name $weights $fixture $tol" >>gpu-kit/quantized.txt
+}
+F=test/fixtures
+quantized q-tiny-dh128-int4-g128 $F/tiny-dh128/model $F/quant/tiny-dh128-int4-g128 5e-2 --quantize int4-g128
+quantized q-tiny-dh128-fp8 $F/tiny-dh128/model $F/quant/tiny-dh128-fp8 5e-2 --quantize fp8
+quantized q-tiny-mha-int8 $F/tiny-mha/model $F/quant/tiny-mha-int8 5e-2 --quantize int8
+quantized q-tiny-mha-gptq-act $F/quant/tiny-mha-gptq-4b-g32-actorder/model $F/quant/tiny-mha-gptq-4b-g32-actorder 5e-2
+quantized q-tiny-dh128-kv-int8 $F/tiny-dh128/model $F/kv-cache/tiny-dh128-kv-int8 5e-2 --kv-dtype int8
+quantized q-tiny-dh128-kv-fp8 $F/tiny-dh128/model $F/kv-cache/tiny-dh128-kv-fp8 5e-2 --kv-dtype fp8
+quantized q-tiny-mha-kv-fp8 $F/tiny-mha/model $F/kv-cache/tiny-mha-kv-fp8 0.2 --kv-dtype fp8
 # llama2-7b's shapes, for the benchmark with --random-weights: batches of up
 # to 32 sequences of up to 2304 tokens (a 37.7 GB KV pool); and the cost
 # model's bytes, FLOPs and predicted times (H200, H100) of the steps
