@@ -119,12 +119,8 @@ emitSmallGemms(Operation *fn, const CodegenOptions &opts) {
       [&](KernelOpInterface op) { return emitSmallGemm(op, opts); });
 }
 
-/// `emit`'s kernel of each distinct matmul of `fn` of a quantized weight
-/// whose epilogue follows a GEMM in its phase.
-static llvm::Expected<std::vector<CudaKernel>> emitForQuantizedMatmuls(
-    Operation *fn,
-    llvm::function_ref<llvm::Expected<CudaKernel>(KernelOpInterface, Phase)>
-        emit) {
+llvm::Expected<std::vector<CudaKernel>>
+emitQuantGemms(Operation *fn, const CodegenOptions &opts) {
   auto phase = requirePhase(fn);
   if (!phase)
     return phase.takeError();
@@ -134,21 +130,7 @@ static llvm::Expected<std::vector<CudaKernel>> emitForQuantizedMatmuls(
         return hasQuantizedWeight(op) &&
                followsGemm(op.getKernelTemplate(*phase));
       },
-      [&](KernelOpInterface op) { return emit(op, *phase); });
-}
-
-llvm::Expected<std::vector<CudaKernel>>
-emitQuantGemms(Operation *fn, const CodegenOptions &opts) {
-  return emitForQuantizedMatmuls(fn, [&](KernelOpInterface op, Phase phase) {
-    return emitQuantGemm(op, opts, phase);
-  });
-}
-
-llvm::Expected<std::vector<CudaKernel>>
-emitDequantizeWeights(Operation *fn, const CodegenOptions &opts) {
-  return emitForQuantizedMatmuls(fn, [&](KernelOpInterface op, Phase) {
-    return emitDequantizeWeight(op, opts);
-  });
+      [&](KernelOpInterface op) { return emitQuantGemm(op, opts, *phase); });
 }
 
 llvm::Expected<std::vector<CudaKernel>>

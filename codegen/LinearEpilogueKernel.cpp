@@ -26,12 +26,12 @@ using namespace mlir;
 
 namespace kiln {
 
-bool gemmWritesResult(Operation *op, bool dequantized) {
+bool gemmWritesResult(Operation *op) {
   auto kernel = dyn_cast<KernelOpInterface>(op);
   if (!kernel ||
       kernel.getKernelTemplate(Phase::prefill) !=
           KernelTemplate::linear_epilogue ||
-      (hasQuantizedWeight(op) && !dequantized))
+      hasQuantizedWeight(op))
     return false;
   auto shape = linearShape(op);
   if (!shape) {
