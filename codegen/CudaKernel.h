@@ -177,6 +177,13 @@ std::string poolConstants(mlir::Operation *op);
 /// KV_UNIT times less than their values) and `kiln_kv_store_head<DH>(x,
 /// codes, scale)` (one head quantized by a warp).
 std::string kvCachePrelude(KVCacheType cache);
+/// The layer's cache parameters of a kernel that reads (`readOnly`) or
+/// writes it: k_cache, v_cache, and a quantized cache's k_scales, v_scales.
+std::vector<KernelParam> kvCacheParams(KVCacheType cache, bool readOnly);
+/// The scale arguments a kernel passes on: "k_scales, v_scales", or
+/// "nullptr, nullptr" for an f16 cache (whose kernels have no such
+/// parameters, though the code naming them is compiled).
+const char *kvScaleArguments(KVCacheType cache);
 
 /// The templates read and write f16 storage only.
 llvm::Error requireF16(mlir::Type element);

@@ -54,13 +54,8 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   s.kvHeads = att.getKvHeads();
   s.dh = q.getDimSize(1) / s.heads;
   s.cache = cast<KVCacheType>(read.getCache().getType());
-  s.params = {{ParamKind::Activation, "q", "const __half *"},
-              {ParamKind::KCache, "k_cache", "const kiln_kv_t *"},
-              {ParamKind::VCache, "v_cache", "const kiln_kv_t *"}};
-  if (s.cache.isQuantized())
-    s.params.insert(s.params.end(),
-                    {{ParamKind::KScales, "k_scales", "const __half *"},
-                     {ParamKind::VScales, "v_scales", "const __half *"}});
+  s.params = {{ParamKind::Activation, "q", "const __half *"}};
+  llvm::append_range(s.params, kvCacheParams(s.cache, /*readOnly=*/true));
   s.params.insert(s.params.end(),
                   {{ParamKind::BlockTable, "block_table", "const int *"},
                    {ParamKind::RowSequence, "seqs", "const int *"},
@@ -200,9 +195,7 @@ emitDecodeAttention(Operation *op, const CodegenOptions &opts, bool batch) {
   k.workspacePerBlock = group * (dh + 2);
   k.countersPerBlock = 1;
 
-  // The scales' arguments of kiln_load_tile (none of an f16 cache).
-  const char *scales =
-      shape->cache.isQuantized() ? "k_scales, v_scales" : "nullptr, nullptr";
+  const char *scales = kvScaleArguments(shape->cache); // kiln_load_tile's
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
   os << shape->header;

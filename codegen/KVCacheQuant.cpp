@@ -15,6 +15,21 @@
 
 namespace kiln {
 
+std::vector<KernelParam> kvCacheParams(KVCacheType cache, bool readOnly) {
+  std::string codes = readOnly ? "const kiln_kv_t *" : "kiln_kv_t *";
+  std::string scales = readOnly ? "const __half *" : "__half *";
+  std::vector<KernelParam> params = {{ParamKind::KCache, "k_cache", codes},
+                                     {ParamKind::VCache, "v_cache", codes}};
+  if (cache.isQuantized())
+    params.insert(params.end(), {{ParamKind::KScales, "k_scales", scales},
+                                 {ParamKind::VScales, "v_scales", scales}});
+  return params;
+}
+
+const char *kvScaleArguments(KVCacheType cache) {
+  return cache.isQuantized() ? "k_scales, v_scales" : "nullptr, nullptr";
+}
+
 std::string kvCachePrelude(KVCacheType cache) {
   bool quant = cache.isQuantized();
   bool int8 = quant && cache.getElementType().isInteger(8);

@@ -108,9 +108,7 @@ llvm::Expected<CudaKernel> emitPrefillAttention(Operation *op,
   k.rowsPerBlock = t.tokens;
   k.blockThreads = 32 * t.warps;
 
-  // The scales' arguments of kiln_copy_kv (none of an f16 cache).
-  const char *scales =
-      shape->cache.isQuantized() ? "k_scales, v_scales" : "nullptr, nullptr";
+  const char *scales = kvScaleArguments(shape->cache); // kiln_stage_kv's
   std::string src = cudaPrelude() + tensorCorePrelude();
   llvm::raw_string_ostream os(src);
   os << shape->header;

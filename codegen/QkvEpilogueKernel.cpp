@@ -35,13 +35,8 @@ emitQkvEpilogue(Operation *op, const CodegenOptions &opts, Phase phase) {
   CudaKernel k = kernelFor(op, opts.kernelSuffix);
   k.afterGemm = true;
   k.params = {{ParamKind::Activation, "x", "const __half *"},
-              {ParamKind::Workspace, "c", "const float *"},
-              {ParamKind::KCache, "k_cache", "kiln_kv_t *"},
-              {ParamKind::VCache, "v_cache", "kiln_kv_t *"}};
-  if (quant)
-    k.params.insert(k.params.end(),
-                    {{ParamKind::KScales, "k_scales", "__half *"},
-                     {ParamKind::VScales, "v_scales", "__half *"}});
+              {ParamKind::Workspace, "c", "const float *"}};
+  llvm::append_range(k.params, kvCacheParams(cache, /*readOnly=*/false));
   k.params.insert(k.params.end(),
                   {{ParamKind::BlockTable, "block_table", "const int *"},
                    {ParamKind::RowSequence, "seqs", "const int *"},
@@ -97,8 +92,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
   if constexpr (KV_QUANT)
     for (int h = first / 32; h < 2 * KV_HEADS; h += THREADS * COL_BLOCKS / 32)
       kiln_qkv_head(h, pos, slot, value, k_cache, v_cache, )cuda" +
-             std::string(quant ? "k_scales, v_scales" : "nullptr, nullptr") +
-             R"cuda();
+             kvScaleArguments(cache) + R"cuda();
 }
 )cuda";
   return k;

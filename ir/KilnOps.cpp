@@ -83,15 +83,12 @@ LogicalResult verifySlot(Operation *op, Value v, StringRef what,
            << what << " width " << t.getDimSize(1)
            << " differs from the cache's kv_heads * head_dim = "
            << cache.getSlotWidth();
-  // A quantized cache takes and gives the model's floats.
-  if (cache.isQuantized() ? !isa<FloatType>(t.getElementType()) ||
-                                t.getElementTypeBitWidth() < 16
-                          : t.getElementType() != cache.getElementType())
+  // A quantized cache takes and gives the model's floats (of any type the
+  // ops' operand constraints allow).
+  if (!cache.isQuantized() && t.getElementType() != cache.getElementType())
     return op->emitOpError()
            << what << " element type " << t.getElementType()
-           << (cache.isQuantized() ? " is not a float the quantized cache of "
-                                   : " differs from the cache's ")
-           << cache.getElementType() << (cache.isQuantized() ? " holds" : "");
+           << " differs from the cache's " << cache.getElementType();
   return success();
 }
 /// The numerics contract of softmax: row maximum subtracted, f32 sums.
