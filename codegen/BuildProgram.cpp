@@ -33,6 +33,8 @@ Region regionOf(ParamKind kind) {
     return Region::History;
   case ParamKind::RowSequence:
     return Region::RowSequence;
+  case ParamKind::Dequantized:
+    return Region::Dequantized;
   default: // activations, weights and caches are bound by the op
     return Region::Arena;
   }
@@ -99,11 +101,14 @@ public:
   /// decode), or with `batch` one token each of `tokens` sequences (from
   /// @prefill, with the batched decode attention). A plan with knobs of
   /// its own runs the kernels named with `suffix` where there are such,
-  /// and its GEMMs with algorithm `gemmAlgo` (GemmShape::algo).
+  /// and its GEMMs with algorithm `gemmAlgo` (GemmShape::algo); with
+  /// `dequantize`, its quantized weights' matmuls dequantize the weight
+  /// for cuBLAS's GEMM.
   llvm::Expected<std::vector<Launch>> build(func::FuncOp fn, int64_t tokens,
                                             int64_t &logits, bool batch = false,
                                             const std::string &suffix = "",
-                                            int gemmAlgo = -1) {
+                                            int gemmAlgo = -1,
+                                            bool dequantize = false) {
     std::vector<Launch> out;
     // The LM head: the op whose result the function returns.
     Operation *head = nullptr;
@@ -146,13 +151,13 @@ public:
         LaunchWhen when = lastToo ? LaunchWhen::EveryLogit : LaunchWhen::Always;
         if (llvm::Error e = matmul(op, k, base, tokens,
                                    batch ? GemmRows::All : GemmRows::Count,
-                                   when, variant, gemmAlgo, out))
+                                   when, variant, gemmAlgo, dequantize, out))
           return std::move(e);
         if (lastToo)
           if (llvm::Error e = matmul(
                   op, kernels[index.lookup(variant(base + kLastRowSuffix))],
                   base, tokens, GemmRows::Last, LaunchWhen::LastLogit, variant,
-                  gemmAlgo, out))
+                  gemmAlgo, dequantize, out))
             return std::move(e);
         continue;
       }
@@ -196,16 +201,20 @@ private:
 
   /// The launches of a prefill matmul `op` whose kernel `epilogue` follows
   /// a GEMM of its first two operands over the rows `rows` says: the GEMM
-  /// (cuBLAS's, or kiln's own with gemm-algo=-2), then the epilogue, unless
-  /// the GEMM writes the op's result itself (gemmWritesResult: D = x . W^T
-  /// + residual in one rounding, as the epilogue would).
+  /// (cuBLAS's, or kiln's own with gemm-algo=-2; a quantized weight's
+  /// quantized GEMM, or with `dequantize` the weight dequantized and
+  /// cuBLAS's), then the epilogue, unless the GEMM writes the op's result
+  /// itself (gemmWritesResult: D = x . W^T + residual in one rounding, as
+  /// the epilogue would).
   llvm::Error matmul(Operation &op, const CudaKernel &epilogue,
                      const std::string &base, int64_t tokens, GemmRows rows,
                      LaunchWhen when,
                      llvm::function_ref<std::string(std::string)> variant,
-                     int gemmAlgo, std::vector<Launch> &out) {
+                     int gemmAlgo, bool dequantize, std::vector<Launch> &out) {
     std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
-    bool direct = gemmWritesResult(&op);
+    // A dequantized weight's GEMM adds o_proj's and down_proj's residual
+    // itself, as an f16 weight's does.
+    bool direct = gemmWritesResult(&op, dequantize);
     std::string last = rows == GemmRows::Last ? kLastRowSuffix : "";
     // kiln's own GEMM `gemm` into the workspace, C[tokens, n] f32, for
     // the epilogue (it reads the real row count itself).
@@ -222,32 +231,14 @@ private:
       l.when = when;
       out.push_back(std::move(l));
     };
-    if (hasQuantizedWeight(&op)) {
-      // The quantized GEMM, whatever the plan's gemm-algo.
-      std::string gemm = base + kQuantGemmSuffix + last;
-      if (!index.count(gemm))
-        return llvm::createStringError("no kernel " + gemm + " for " + name);
-      intoWorkspace(kernels[index.lookup(gemm)]);
-    } else if (gemmAlgo == kSmallGemmAlgo) {
-      std::string gemm = variant(base + kSmallGemmSuffix + last);
-      if (!index.count(gemm))
-        return llvm::createStringError("no kernel " + gemm +
-                                       " for gemm-algo=-2");
-      const CudaKernel &g = kernels[index.lookup(gemm)];
-      if (direct) {
-        if (llvm::Error e = launch(op, g, tokens, when, out))
-          return e;
-      } else {
-        intoWorkspace(g);
-      }
-    } else {
-      // D[tokens, n] = x . W^T: into the workspace (f32, for the epilogue),
-      // or the op's result (+ C, the residual: cuBLASLt with beta 1).
-      auto w = cast<RankedTensorType>(op.getOperand(1).getType());
-      GemmShape shape{tokens, w.getDimSize(0), w.getDimSize(1), gemmAlgo};
+    // cuBLAS's D[tokens, n] = x . W^T, W the weight `w` (dense f16): into
+    // the workspace (f32, for the epilogue), or the op's result (+ C, the
+    // residual: cuBLASLt with beta 1).
+    auto cublas = [&](Argument w, int algo) -> llvm::Error {
+      auto type = cast<RankedTensorType>(op.getOperand(1).getType());
+      GemmShape shape{tokens, type.getDimSize(0), type.getDimSize(1), algo};
       shape.rows = rows;
-      std::vector<Argument> args = {b.bind(op.getOperand(0)),
-                                    b.bind(op.getOperand(1))};
+      std::vector<Argument> args = {b.bind(op.getOperand(0)), std::move(w)};
       if (direct) {
         Value residual = linearShape(&op)->residual;
         shape.beta = residual ? 1 : 0;
@@ -266,6 +257,48 @@ private:
       Launch l{kGemm, name, {1, 1, 1}, 0, std::move(args), shape};
       l.when = when;
       out.push_back(std::move(l));
+      return llvm::Error::success();
+    };
+    if (hasQuantizedWeight(&op) && dequantize) {
+      // W[n, k] f16 into Region::Dequantized, then cuBLAS's GEMM of it (of
+      // the plan's algorithm, cuBLAS's own choice for kiln's GEMM's -2).
+      std::string kernel = base + kDequantizeSuffix;
+      if (!index.count(kernel))
+        return llvm::createStringError("no kernel " + kernel + " for " + name);
+      const CudaKernel &d = kernels[index.lookup(kernel)];
+      auto w = cast<RankedTensorType>(op.getOperand(1).getType());
+      p.dequantizedHalves =
+          std::max(p.dequantizedHalves, w.getDimSize(0) * w.getDimSize(1));
+      Launch l{index.lookup(kernel),
+               name,
+               d.grid,
+               d.blockThreads,
+               {b.bind(op.getOperand(1)), Argument(Region::Dequantized)}};
+      l.when = when;
+      out.push_back(std::move(l));
+      if (llvm::Error e = cublas(Argument(Region::Dequantized),
+                                 gemmAlgo == kSmallGemmAlgo ? -1 : gemmAlgo))
+        return e;
+    } else if (hasQuantizedWeight(&op)) {
+      // The quantized GEMM, whatever the plan's gemm-algo.
+      std::string gemm = base + kQuantGemmSuffix + last;
+      if (!index.count(gemm))
+        return llvm::createStringError("no kernel " + gemm + " for " + name);
+      intoWorkspace(kernels[index.lookup(gemm)]);
+    } else if (gemmAlgo == kSmallGemmAlgo) {
+      std::string gemm = variant(base + kSmallGemmSuffix + last);
+      if (!index.count(gemm))
+        return llvm::createStringError("no kernel " + gemm +
+                                       " for gemm-algo=-2");
+      const CudaKernel &g = kernels[index.lookup(gemm)];
+      if (direct) {
+        if (llvm::Error e = launch(op, g, tokens, when, out))
+          return e;
+      } else {
+        intoWorkspace(g);
+      }
+    } else if (llvm::Error e = cublas(b.bind(op.getOperand(1)), gemmAlgo)) {
+      return e;
     }
     if (direct)
       return llvm::Error::success();
@@ -444,6 +477,12 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
       return quantized.takeError();
     llvm::append_range(kernels, *quantized);
   }
+  // The dequantize kernels of the plans that run cuBLAS on quantized
+  // weights (those no plan runs are dropped below).
+  auto dequantizers = emitDequantizeWeights(prefill, opts);
+  if (!dequantizers)
+    return dequantizers.takeError();
+  llvm::append_range(kernels, *dequantizers);
   auto maxTokens = prefill->getAttrOfType<IntegerAttr>("kiln.arena_tokens");
   if (!pool || !arenaOf(prefill) || !arenaOf(decode) || !maxTokens)
     return missing();
@@ -610,27 +649,33 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   if (!step)
     return step.takeError();
   p.decode = std::move(*step);
-  // The GEMMs' algorithm: the plan's knobs' (checked above), else the
-  // compile's.
-  auto gemmAlgo = [&](const std::map<int64_t, std::string> &knobs,
-                      int64_t rows) {
+  // A plan's knobs (checked above), else the compile's.
+  auto planOptions = [&](const std::map<int64_t, std::string> &knobs,
+                         int64_t rows) {
     CodegenOptions v = opts;
     if (auto it = knobs.find(rows); it != knobs.end())
       llvm::consumeError(parseCodegenOptions(it->second, v));
-    return v.gemmAlgo;
+    return v;
+  };
+  // Whether a plan of `rows` rows dequantizes its quantized weights for
+  // cuBLAS (quant-gemm; by default from kDequantizeRows rows on).
+  auto dequantize = [](const CodegenOptions &v, int64_t rows) {
+    return v.quantGemm == 1 || (v.quantGemm == -1 && rows >= kDequantizeRows);
   };
   for (int64_t tokens : buckets) {
-    auto launches = builder.build(prefill, tokens, p.prefillLogits, false,
-                                  prefillSuffix[tokens],
-                                  gemmAlgo(opts.prefillKnobs, tokens));
+    CodegenOptions v = planOptions(opts.prefillKnobs, tokens);
+    auto launches =
+        builder.build(prefill, tokens, p.prefillLogits, false,
+                      prefillSuffix[tokens], v.gemmAlgo, dequantize(v, tokens));
     if (!launches)
       return launches.takeError();
     p.prefill.push_back({tokens, std::move(*launches)});
   }
   for (int64_t rows : batchBuckets(p.sequences)) {
+    CodegenOptions v = planOptions(opts.batchKnobs, rows);
     auto launches =
         builder.build(prefill, rows, p.prefillLogits, true, batchSuffix[rows],
-                      gemmAlgo(opts.batchKnobs, rows));
+                      v.gemmAlgo, dequantize(v, rows));
     if (!launches)
       return launches.takeError();
     p.batches.push_back({rows, std::move(*launches)});

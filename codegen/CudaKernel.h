@@ -37,6 +37,10 @@ struct CodegenOptions {
   /// kMaxGemmAlgo), or kiln's own (kSmallGemmAlgo).
   int gemmAlgo = -1;
   int gemmTile = 8; // token rows per warp of kiln's own GEMM (gemm-tile)
+  /// Prefill GEMMs of quantized weights: kiln's quantized GEMM (0), the
+  /// weight dequantized to f16 and cuBLAS's GEMM (1), or by the plan's rows
+  /// (-1: 1 from kDequantizeRows rows on). quant-gemm.
+  int quantGemm = -1;
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
   std::vector<int64_t> prefillBuckets;
@@ -58,7 +62,7 @@ std::vector<int64_t> batchBuckets(int64_t sequences);
 /// gemv-split-k, gemv-unroll, vector-width (1, 2, 4, 8), attention-warps,
 /// kv-splits, sm-count, epilogue-threads, prefill-attention-rows,
 /// prefill-attention-keys,
-/// elementwise-threads, gemm-algo, gemm-tile.
+/// elementwise-threads, gemm-algo, gemm-tile, quant-gemm.
 /// Fails naming an unknown knob or a value out of range (a block has at most
 /// 1024 threads).
 llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts);
@@ -86,6 +90,7 @@ enum class ParamKind {
   History,     // int32 [sequences, V]: how often each sequence has seen
                // each token
   RowSequence, // int32 [rows]: the sequence of each row (its table row)
+  Dequantized, // f16 [n, k]: a quantized weight dequantized for cuBLAS
 };
 
 /// One parameter of a kernel: what the runtime binds to it, its name and
@@ -310,12 +315,54 @@ llvm::Expected<CudaKernel> emitQuantGemm(mlir::Operation *op,
 /// The quantized GEMMs of `fn`'s epilogue ops of quantized weights.
 llvm::Expected<std::vector<CudaKernel>>
 emitQuantGemms(mlir::Operation *fn, const CodegenOptions &opts);
+/// A matmul's quantized weight W[n, k] (operand 1) as its kernels read it:
+/// its format and whether the buffer holds a folded norm weight. Fails,
+/// naming `kernel`, for a dense or non-f16 weight or a shape the layout
+/// cannot hold.
+struct QuantizedWeight {
+  QuantFormat format;
+  int64_t n = 0, k = 0;
+  bool norm = false;
+};
+llvm::Expected<QuantizedWeight> quantizedWeight(mlir::Operation *op,
+                                                llvm::StringRef kernel);
+/// The constants of `w`'s buffer every such kernel starts with: K, N,
+/// TILES, GROUPS, GROUP, KIND (4 int4, 8 int8, 2 fp8), ZP, NORM, PERM,
+/// MIDDLE, the sections' byte offsets SCALES, ZEROS, NORM_AT, PERM_AT, and
+/// LOADS (16-byte loads a row of tiles) and STEPS (k-steps a load).
+std::string quantBufferConstants(const QuantizedWeight &w);
+/// What every kernel that reads a quantized buffer appends to
+/// cudaPrelude(): a k-step's A fragment dequantized (kiln_dequant<KIND>),
+/// a tile's zeros and scales for a group (codegen/QuantPrelude.cpp).
+std::string quantPrelude();
+/// The other way to a quantized matmul (quant-gemm=1): the weight
+/// dequantized into Region::Dequantized as the f16 W[N, K] that the f16
+/// path would hold (columns in W's order, a folded norm weight multiplied
+/// in and rounded once), then cuBLAS's GEMM of it into the workspace, then
+/// the epilogue (codegen/DequantizeWeightKernel.cpp). Its kernel is the
+/// epilogue op's kiln.kernel with this suffix.
+constexpr const char *kDequantizeSuffix = ".dequant";
+/// The plans of at least this many rows take it by default (quant-gemm=-1):
+/// the cost model's crossover (docs/quantization.md).
+constexpr int64_t kDequantizeRows = 128;
+/// The dequantize kernel of a [n, k] buffer of `format` (with the norm
+/// section when `norm`), named `kernel`, its grid for `smCount` SMs.
+CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n, int64_t k,
+                                bool norm, const std::string &kernel,
+                                int smCount = 132);
+/// The dequantize kernel of matmul `op`'s quantized weight.
+llvm::Expected<CudaKernel> emitDequantizeWeight(mlir::Operation *op,
+                                                const CodegenOptions &opts);
+/// One per distinct kernel of `fn`'s matmuls of quantized weights.
+llvm::Expected<std::vector<CudaKernel>>
+emitDequantizeWeights(mlir::Operation *fn, const CodegenOptions &opts);
 /// Whether a prefill matmul's epilogue is only what a GEMM does itself: no
 /// RMSNorm scale, no SwiGLU, one result, D = x . W^T (+ the residual, of
 /// D's type) rounded once. Its GEMM then writes the result (cuBLASLt with
 /// beta 1 onto the residual) and no epilogue kernel runs. Never for a
-/// quantized weight's.
-bool gemmWritesResult(mlir::Operation *op);
+/// quantized weight's, unless `dequantized` (cuBLAS then multiplies its
+/// dequantized f16 copy).
+bool gemmWritesResult(mlir::Operation *op, bool dequantized = false);
 /// The LM head's kernels of a prefill step that samples without reading
 /// its logits back: the last real row only, named with this suffix.
 constexpr const char *kLastRowSuffix = ".last";

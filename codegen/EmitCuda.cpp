@@ -119,8 +119,12 @@ emitSmallGemms(Operation *fn, const CodegenOptions &opts) {
       [&](KernelOpInterface op) { return emitSmallGemm(op, opts); });
 }
 
-llvm::Expected<std::vector<CudaKernel>>
-emitQuantGemms(Operation *fn, const CodegenOptions &opts) {
+/// `emit`'s kernel of each distinct matmul of `fn` of a quantized weight
+/// whose epilogue follows a GEMM in its phase.
+static llvm::Expected<std::vector<CudaKernel>> emitForQuantizedMatmuls(
+    Operation *fn,
+    llvm::function_ref<llvm::Expected<CudaKernel>(KernelOpInterface, Phase)>
+        emit) {
   auto phase = requirePhase(fn);
   if (!phase)
     return phase.takeError();
@@ -130,7 +134,21 @@ emitQuantGemms(Operation *fn, const CodegenOptions &opts) {
         return hasQuantizedWeight(op) &&
                followsGemm(op.getKernelTemplate(*phase));
       },
-      [&](KernelOpInterface op) { return emitQuantGemm(op, opts, *phase); });
+      [&](KernelOpInterface op) { return emit(op, *phase); });
+}
+
+llvm::Expected<std::vector<CudaKernel>>
+emitQuantGemms(Operation *fn, const CodegenOptions &opts) {
+  return emitForQuantizedMatmuls(fn, [&](KernelOpInterface op, Phase phase) {
+    return emitQuantGemm(op, opts, phase);
+  });
+}
+
+llvm::Expected<std::vector<CudaKernel>>
+emitDequantizeWeights(Operation *fn, const CodegenOptions &opts) {
+  return emitForQuantizedMatmuls(fn, [&](KernelOpInterface op, Phase) {
+    return emitDequantizeWeight(op, opts);
+  });
 }
 
 llvm::Expected<std::vector<CudaKernel>>

@@ -26,12 +26,12 @@ using namespace mlir;
 
 namespace kiln {
 
-bool gemmWritesResult(Operation *op) {
+bool gemmWritesResult(Operation *op, bool dequantized) {
   auto kernel = dyn_cast<KernelOpInterface>(op);
   if (!kernel ||
       kernel.getKernelTemplate(Phase::prefill) !=
           KernelTemplate::linear_epilogue ||
-      hasQuantizedWeight(op))
+      (hasQuantizedWeight(op) && !dequantized))
     return false;
   auto shape = linearShape(op);
   if (!shape) {

@@ -522,6 +522,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"elementwise-threads", &opts.elementwiseThreads, 32, 1024},
       {"gemm-algo", &opts.gemmAlgo, kSmallGemmAlgo, kMaxGemmAlgo},
       {"gemm-tile", &opts.gemmTile, 1, 16},
+      {"quant-gemm", &opts.quantGemm, -1, 1},
   };
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
@@ -536,7 +537,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
           "attention-warps, "
           "kv-splits, sm-count, epilogue-threads, prefill-attention-rows, "
           "prefill-attention-keys, "
-          "elementwise-threads, gemm-algo, gemm-tile)");
+          "elementwise-threads, gemm-algo, gemm-tile, quant-gemm)");
     int v;
     if (value.trim().getAsInteger(10, v) || v < knob->lo || v > knob->hi)
       return llvm::createStringError(llvm::Twine(knob->name) + ": '" +

@@ -37,21 +37,15 @@ namespace kiln {
 llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
                                          const CodegenOptions &opts,
                                          Phase phase, bool fused) {
-  auto w = cast<RankedTensorType>(op->getOperand(1).getType());
   auto x = cast<RankedTensorType>(op->getOperand(0).getType());
-  std::optional<QuantFormat> quant = weightQuant(w);
-  if (!quant)
-    return llvm::createStringError("the quantized GEMM needs a #kiln.quant "
-                                   "weight");
-  if (llvm::Error e = requireF16(w.getElementType()))
-    return std::move(e);
+  auto weight = quantizedWeight(op, "the quantized GEMM");
+  if (!weight)
+    return weight.takeError();
   if (llvm::Error e = requireF16(x.getElementType()))
     return std::move(e);
-  int64_t n = w.getDimSize(0), kdim = w.getDimSize(1);
-  if (std::string e = quantShapeError(*quant, kdim); !e.empty())
-    return llvm::createStringError("a " + quant->name() + " weight: " + e);
-  auto packed = op->getOperand(1).getDefiningOp<PackedWeightOp>();
-  bool norm = packed && packed.getScaledBy();
+  const int64_t n = weight->n, kdim = weight->k;
+  const bool norm = weight->norm;
+  const QuantFormat *quant = &weight->format;
   QuantLayout layout = quantLayout(*quant, n, kdim, norm);
   // Fused (decode's fused_linear): the epilogue in this kernel.
   LinearShape shape;
@@ -111,22 +105,7 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   os << "\n// kernel " << k.kernel << ": C[S, " << n << "] = x[S, " << kdim
      << "]" << (norm ? " * g" : "") << " . W[" << n << ", " << kdim
      << "]^T, W " << quant->name() << "\n";
-  os << "constexpr int K = " << kdim << ", N = " << n
-     << ", TILES = " << layout.tiles << ", GROUPS = " << layout.groups
-     << ", GROUP = " << (quant->group ? quant->group : kdim) << ";\n";
-  os << "constexpr int KIND = "
-     << (int4 ? 4 : quant->kind == QuantKind::FP8 ? 2 : 8)
-     << "; // 4: int4, 8: int8, 2: fp8\n";
-  os << "constexpr bool ZP = " << (quant->zeroPoints ? "true" : "false")
-     << ", NORM = " << (norm ? "true" : "false")
-     << ", PERM = " << (quant->actOrder ? "true" : "false") << ";\n";
-  os << "constexpr int MIDDLE = " << quant->middle() << ";\n";
-  os << "constexpr long long SCALES = " << layout.scales
-     << ", ZEROS = " << layout.zeros << ", NORM_AT = " << layout.norm
-     << ", PERM_AT = " << layout.perm << "; // byte offsets in w\n";
-  os << "constexpr int LOADS = " << loads
-     << ", STEPS = " << (int4 ? 4 : 2) << "; // 16-byte loads a row of tiles,"
-     << " k-steps of 16 a load\n";
+  os << quantBufferConstants(*weight);
   os << "constexpr int NT = " << nTiles << ", SPLIT_K = " << splitK
      << ", TPB = " << tilesPerBlock << ", UNROLL = " << unroll << ";\n";
   os << "constexpr int THREADS = 32 * TPB * SPLIT_K;\n";
@@ -141,81 +120,7 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   os << "constexpr int VEC_X = " << vectorWidth(kdim, opts.maxVectorWidth)
      << "; // x's loads for the RMSNorm\n";
   os << outs.store;
-  os << R"cuda(
-__device__ __forceinline__ unsigned kiln_prmt(unsigned a, unsigned b,
-                                              unsigned sel) {
-#ifdef KILN_CUDA_EMU_H
-  unsigned long long both = (unsigned long long)b << 32 | a;
-  unsigned r = 0;
-  for (int i = 0; i < 4; ++i)
-    r |= unsigned(both >> (8 * ((sel >> (4 * i)) & 7)) & 0xff) << (8 * i);
-  return r;
-#else
-  return __byte_perm(a, b, sel);
-#endif
-}
-__device__ __forceinline__ __half2 kiln_bits_half2(unsigned u) {
-  return *reinterpret_cast<const __half2 *>(&u);
-}
-__device__ __forceinline__ unsigned kiln_half2_bits(__half2 h) {
-  return *reinterpret_cast<const unsigned *>(&h);
-}
-// a * b + c (cuda_fp16.h has no host __hfma2; here every use is exact).
-__device__ __forceinline__ __half2 kiln_hfma2(__half2 a, __half2 b,
-                                              __half2 c) {
-#ifdef KILN_CUDA_EMU_H
-  const float2 x = __half22float2(a), y = __half22float2(b),
-               z = __half22float2(c);
-  return __floats2half2_rn(fmaf(x.x, y.x, z.x), fmaf(x.y, y.y, z.y));
-#else
-  return __hfma2(a, b, c);
-#endif
-}
-
-// The A fragment of one k-step from its codes (int4: one word; 8-bit: two),
-// each pair (code - zero) exactly, or fp8's value times 2^-8. zlo, zhi:
-// 1024 + the zero of rows g and g + 8, as f16 pairs; zhi16: 64 + the zero
-// of row g + 8 (int4's odd nibbles come 16 times their code).
-__device__ __forceinline__ void kiln_dequant(const unsigned *q,
-                                             unsigned (&a)[4], __half2 zlo,
-                                             __half2 zhi, __half2 zhi16) {
-  if constexpr (KIND == 4) {
-    // Nibbles 0, 4 | 1, 5 | 2, 6 | 3, 7 hold a0, a1 | a2, a3 | ...
-    const unsigned lo = q[0], hi = q[0] >> 8;
-    // (1024 + 16 c) / 16 - (64 + z) = c - z
-    const __half2 sixteenth = __floats2half2_rn(0.0625f, 0.0625f);
-    a[0] = kiln_half2_bits(
-        __hsub2(kiln_bits_half2((lo & 0x000f000f) | 0x64006400), zlo));
-    a[1] = kiln_half2_bits(kiln_hfma2(
-        kiln_bits_half2((lo & 0x00f000f0) | 0x64006400), sixteenth,
-        __hneg2(zhi16)));
-    a[2] = kiln_half2_bits(
-        __hsub2(kiln_bits_half2((hi & 0x000f000f) | 0x64006400), zlo));
-    a[3] = kiln_half2_bits(kiln_hfma2(
-        kiln_bits_half2((hi & 0x00f000f0) | 0x64006400), sixteenth,
-        __hneg2(zhi16)));
-  } else if constexpr (KIND == 8) {
-    // Bytes a0..a7; each pair 0x64 above it: 1024 + code.
-    a[0] = kiln_half2_bits(__hsub2(
-        kiln_bits_half2(kiln_prmt(q[0], 0x64646464, 0x4140)), zlo));
-    a[1] = kiln_half2_bits(__hsub2(
-        kiln_bits_half2(kiln_prmt(q[0], 0x64646464, 0x4342)), zhi));
-    a[2] = kiln_half2_bits(__hsub2(
-        kiln_bits_half2(kiln_prmt(q[1], 0x64646464, 0x4140)), zlo));
-    a[3] = kiln_half2_bits(__hsub2(
-        kiln_bits_half2(kiln_prmt(q[1], 0x64646464, 0x4342)), zhi));
-  } else {
-    // e4m3 in the top byte of each f16, then sign in place, exponent and
-    // mantissa one bit down: the f16 is the value times 2^-8 (biases 15
-    // and 7), subnormals included.
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const unsigned v = kiln_prmt(q[i / 2], 0, i % 2 ? 0x3424 : 0x1404);
-      a[i] = ((v >> 1) & 0x3f803f80) | (v & 0x80008000);
-    }
-  }
-}
-)cuda";
+  os << quantPrelude();
   os << "\n// x [S, K] f16, w the " << quant->name() << " buffer ("
      << layout.bytes << " bytes), "
      << (fused ? std::string(shape.residual ? "residual [1, TASKS] f16, "
@@ -276,18 +181,16 @@ __device__ __forceinline__ void kiln_dequant(const unsigned *q,
       for (int j = 0; j < 4; ++j)
         acc[p][i][j] = part_acc[p][i][j] = 0.0f;
   int group = -1;
-  __half2 zlo[PARTS], zhi[PARTS], zhi16[PARTS];
+  kiln_quant_zero zero[PARTS];
   // This group's sums into acc, times its scales (fp8: and 2^8).
   auto flush = [&] {
     if (group < 0)
       return;
 #pragma unroll
     for (int p = 0; p < PARTS; ++p) {
-      const __half2 *scales = reinterpret_cast<const __half2 *>(w + SCALES) +
-                              (long long)tiles[p] * GROUPS * 8;
-      const float2 s = __half22float2(scales[group * 8 + g]);
-      const float lo = KIND == 2 ? s.x * 256.0f : s.x;
-      const float hi = KIND == 2 ? s.y * 256.0f : s.y;
+      const float2 s =
+          kiln_quant_scales<KIND>(w, SCALES, tiles[p], GROUPS, group, g);
+      const float lo = s.x, hi = s.y;
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
         acc[p][i][0] += part_acc[p][i][0] * lo;
@@ -307,24 +210,14 @@ __device__ __forceinline__ void kiln_dequant(const unsigned *q,
       flush();
       group = k0 / GROUP;
 #pragma unroll
-      for (int p = 0; p < PARTS; ++p) {
-        float z_lo = MIDDLE, z_hi = MIDDLE;
-        if constexpr (ZP) {
-          const unsigned short z =
-              (reinterpret_cast<const unsigned short *>(w + ZEROS) +
-               (long long)tiles[p] * GROUPS * 8)[group * 8 + g];
-          z_lo = float(z & 0xff);
-          z_hi = float(z >> 8);
-        }
-        zlo[p] = __floats2half2_rn(1024.0f + z_lo, 1024.0f + z_lo);
-        zhi[p] = __floats2half2_rn(1024.0f + z_hi, 1024.0f + z_hi);
-        zhi16[p] = __floats2half2_rn(64.0f + z_hi, 64.0f + z_hi);
-      }
+      for (int p = 0; p < PARTS; ++p)
+        zero[p] =
+            kiln_quant_zeros<ZP, MIDDLE>(w, ZEROS, tiles[p], GROUPS, group, g);
     }
     unsigned a[PARTS][4];
 #pragma unroll
     for (int p = 0; p < PARTS; ++p)
-      kiln_dequant(q[p] + s * (4 / STEPS), a[p], zlo[p], zhi[p], zhi16[p]);
+      kiln_dequant<KIND>(q[p] + s * (4 / STEPS), a[p], zero[p]);
 #pragma unroll
     for (int i = 0; i < NT; ++i) {
       unsigned b[2] = {0u, 0u}; // x rows past the count are zeros

@@ -34,7 +34,8 @@ const std::map<Region, std::string> &regionNames() {
       {Region::Count, "count"},
       {Region::Sampling, "sampling"},
       {Region::History, "history"},
-      {Region::RowSequence, "row_sequence"}};
+      {Region::RowSequence, "row_sequence"},
+      {Region::Dequantized, "dequantized"}};
   return names;
 }
 
@@ -121,7 +122,7 @@ Json programJson(const Bundle &b) {
     }
     return buckets;
   };
-  return {
+  Json program = {
       {"model", b.model},
       {"config", configJson(b.config)},
       {"vocab", p.vocab},
@@ -142,6 +143,9 @@ Json programJson(const Bundle &b) {
       {"prefill",
        {{"logits_offset", p.prefillLogits}, {"buckets", plansJson(p.prefill)}}},
       {"batches", plansJson(p.batches)}};
+  if (p.dequantizedHalves > 0) // absent: no plan dequantizes a weight
+    program["dequantized_halves"] = p.dequantizedHalves;
+  return program;
 }
 
 /// One launch, every reference inside it checked against the Program so far
@@ -265,8 +269,10 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
   auto gemmFits = [&] {
     const std::vector<Argument> &a = launch.args;
     int size = g.f16Out ? 2 : 4;
+    bool dequantized =
+        a[1].region == Region::Dequantized && g.n * g.k <= p.dequantizedHalves;
     if (a[0].region != Region::Arena || !fits(a[0], g.m * g.k, 2, false) ||
-        a[1].region != Region::Weight ||
+        (a[1].region != Region::Weight && !dequantized) ||
         !fits(a[2], g.m * g.n, size, !g.f16Out))
       return false;
     int64_t aBytes = g.m * g.k * 2, dBytes = g.m * g.n * size; // they fit
@@ -279,14 +285,19 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
   if (launch.kernel == kGemm && !gemmFits())
     return absl::InvalidArgumentError(absl::StrCat(
         "launch ", launch.name,
-        ": a GEMM reads A [m, k] f16 in the arena and a weight, and writes D "
+        ": a GEMM reads A [m, k] f16 in the arena and an f16 weight (or "
+        "the dequantized one), and writes D "
         "[m, n] (f32 in the workspace or the arena, f16 in the arena; C, "
         "when beta is 1, the same), D apart from A and C either D or apart "
         "from it; these do not fit"));
-  if (launch.kernel == kGemm) {
+  if (launch.kernel == kGemm && launch.args[1].region == Region::Weight) {
     auto w = std::find_if(p.weights.begin(), p.weights.end(), [&](auto &e) {
       return e.name == launch.args[1].weight;
     });
+    if (w->quant) // its codes are no f16 matrix
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch ", launch.name, ": a GEMM multiplies by weight '", w->name,
+          "', which is ", w->quant->name(), ", not f16"));
     int64_t rows = 0;
     for (const WeightSource &src : w->sources)
       rows += src.shape.size() == 2 ? src.shape[0] : 1;
@@ -329,6 +340,12 @@ absl::Status readProgram(const Json &j, Bundle &b) {
         p.maxPositions, " tokens"));
   p.workspaceFloats = jsonInteger<int64_t>(j.at("workspace_floats"));
   p.counters = jsonInteger<int64_t>(j.at("counters"));
+  p.dequantizedHalves = j.contains("dequantized_halves")
+                            ? jsonInteger<int64_t>(j.at("dequantized_halves"))
+                            : 0;
+  if (p.dequantizedHalves < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("dequantized_halves is ", p.dequantizedHalves));
   for (const Json &k : j.at("kernels"))
     p.kernels.push_back({k.at("name").get<std::string>(),
                          k.at("entry").get<std::string>(), "",

@@ -96,6 +96,7 @@ EmuDevice::create(Program program, const WeightProvider &weights) {
   dev->arena_.assign(p.arenaBytes, 0);
   dev->pool_.assign(p.poolBytes, 0);
   dev->workspace_.assign(p.workspaceFloats, 0.0f);
+  dev->dequantized_.assign(p.dequantizedHalves, 0);
   dev->counters_.assign(p.counters, 0);
   dev->history_.assign(p.sequences * p.vocab, 0);
   return dev;
@@ -119,6 +120,8 @@ void *EmuDevice::address(const Argument &a) {
     return rowSeqs_.data();
   case Region::Workspace:
     return workspace_.data();
+  case Region::Dequantized:
+    return dequantized_.data();
   case Region::Counters:
     return counters_.data();
   case Region::Sampled:

@@ -46,6 +46,7 @@ private:
   std::map<std::string, std::vector<uint8_t>> weights_; // pack()s bytes
   std::vector<uint8_t> arena_, pool_;
   std::vector<float> workspace_;
+  std::vector<uint16_t> dequantized_; // [n, k] f16: Region::Dequantized
   std::vector<uint32_t> counters_;
   std::vector<int32_t> history_; // [sequences, V]
 };

@@ -236,6 +236,8 @@ void PlanDevice::recordLaunch(const Launch &l, double micros) {
   for (const Argument &a : l.args)
     if (a.region == Region::Weight)
       s.weightBytes += weightBytes_[a.weight];
+    else if (a.region == Region::Dequantized && l.kernel == kGemm)
+      s.weightBytes += l.gemm.n * l.gemm.k * 2; // the dequantized weight
 }
 
 std::vector<MemoryPart> gpuMemoryBeside(const Program &program,
@@ -276,6 +278,8 @@ PlanDevice::checkMemory(int64_t available, const std::string &what,
                                    {"KV pool", p.poolBytes},
                                    {"workspace", p.workspaceFloats * 4},
                                    {"tables and state", small}};
+  if (p.dequantizedHalves > 0)
+    parts.push_back({"dequantized weight", p.dequantizedHalves * 2});
   parts.insert(parts.end(), beside.begin(), beside.end());
   int64_t total = 0;
   for (const MemoryPart &part : parts)

@@ -40,6 +40,8 @@ enum class Region {
                // each token
   RowSequence, // int32 [rows]: the sequence (slot) of each row: a prefill's
                // rows are all one sequence, a batch's one row each
+  Dequantized, // f16 [n, k]: a quantized weight dequantized for the cuBLAS
+               // GEMM after it (Program::dequantizedHalves)
 };
 
 struct Argument {
@@ -68,7 +70,8 @@ enum class GemmRows {
 };
 
 /// A matmul the runtime hands to cuBLAS (or cuBLASLt), row-major and dense:
-/// D[m, n] = A[m, k] f16 . W[n, k]^T f16 (+ C[m, n] when beta is 1), products
+/// D[m, n] = A[m, k] f16 . W[n, k]^T f16 (+ C[m, n] when beta is 1; W a
+/// weight buffer, or Region::Dequantized after a dequantize kernel), products
 /// and sums in fp32 (CUBLAS_COMPUTE_32F), beta . C added in fp32 and the sum
 /// rounded once to D's type. Its args are A, W, D, then C when beta is 1.
 /// runtime/BlasMatmul.h turns it into cuBLAS's column-major call, which the
@@ -158,6 +161,9 @@ struct Program {
   int64_t sequences = 1;   // slots: sequences that run at once
   int64_t tableBlocks = 0; // blocks in a sequence's table row
   int64_t workspaceFloats = 0, counters = 0;
+  /// Region::Dequantized's size: the largest quantized weight a plan
+  /// dequantizes for cuBLAS (0: none does).
+  int64_t dequantizedHalves = 0;
   std::vector<Launch> decode;    // one new token, ending with its sampling
   int64_t decodeLogits = 0;      // arena offset of the [1, V] f32 logits
   std::vector<StepPlan> prefill; // by ascending rows; never empty

@@ -222,6 +222,14 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
                                   .weightBytes) +
                        s * k * 2 + s * n * 4;
           call.flops = 2 * s * n * k;
+        } else if (kernel.contains(kDequantizeSuffix)) {
+          // The dequantize kernel: W's packed bytes once, W[n, k] f16
+          // written (for the cuBLAS GEMM after it, which reads it again).
+          double n = double(dim(op->getOperand(1), 0));
+          double k = double(dim(op->getOperand(1), 1));
+          call.bytes =
+              double(estimateCost(op, {rows, shape.context}).weightBytes) +
+              n * k * 2;
         } else if (kernel.contains(kSmallGemmSuffix)) {
           // kiln's own GEMM: W once per tile of rows, x, 4 bytes an
           // output; on CUDA cores.

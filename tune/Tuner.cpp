@@ -51,6 +51,19 @@ bool isGemmFamily(const TuneFamily &f) {
   return f.name == "prefill.gemm" || f.name == "decode.gemm";
 }
 
+/// prefill.quant-gemm: a quantized weight's matmul by kiln's quantized
+/// GEMM, or dequantized for cuBLAS's.
+bool isQuantFamily(const TuneFamily &f) {
+  return f.name == "prefill.quant-gemm";
+}
+
+/// The share of the dense tensor peak kiln's quantized GEMM reaches in a
+/// prefill: the SASS audit of llama2-7b int4-g128's prefill .qgemm kernels
+/// on sm_90 finds them issue-bound at 128 to 191 of 989 TFLOP/s (kiln
+/// compile --stats; bench/RESULTS.md). kiln tune's cost mode reads no SASS,
+/// and at mma.sync's share it would put the crossover five times too far.
+constexpr double kQuantGemmTensorShare = 0.13;
+
 /// cuBLAS's algorithms, then kiln's own GEMM with each tile.
 std::vector<std::string> gemmCandidates() {
   auto c = product({{"gemm-algo", {-1, 0, 1, 2, 3}}});
@@ -78,7 +91,9 @@ std::vector<Operation *> familyOps(ModuleOp module, const TuneFamily &f) {
     if (attention ? t == KernelTemplate::prefill_attention ||
                         t == KernelTemplate::decode_attention
         : elementwise ? t == KernelTemplate::embedding
-                      : isMatmul(op))
+        : isQuantFamily(f)
+            ? isMatmul(op) && hasQuantizedWeight(op) && followsGemm(t)
+            : isMatmul(op))
       ops.push_back(op);
   }
   return ops;
@@ -100,6 +115,9 @@ llvm::Expected<CudaKernel> emitFor(const TuneFamily &f, Operation *op,
                                    const CodegenOptions &opts, bool batch) {
   if (isGemmFamily(f))
     return emitSmallGemm(op, opts);
+  if (isQuantFamily(f))
+    return opts.quantGemm == 1 ? emitDequantizeWeight(op, opts)
+                               : emitQuantGemm(op, opts, Phase::prefill);
   Phase phase = f.name.rfind("decode.", 0) != 0 ? Phase::prefill
                 : batch                         ? Phase::batch_decode
                                                 : Phase::decode;
@@ -173,6 +191,21 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
     l.flops = 2 * n * kd;
     l.loadBytes = 2 * vectorWidth(int64_t(kd), opts.maxVectorWidth);
     l.loadsInFlight = 2 * opts.gemvUnroll; // two rows, gemv-unroll each
+  } else if (isQuantFamily(f) && opts.quantGemm == 1) {
+    // The dequantize kernel: the packed weight read once, W f16 written
+    // (cuBLAS's GEMM of it is added by the caller).
+    l.hbmBytes =
+        double(estimateCost(op, {rows, length}).weightBytes) + n * kd * 2;
+    l.loadsInFlight = 4; // its UNROLL
+  } else if (isQuantFamily(f)) {
+    // kiln's quantized GEMM: W's packed bytes once, x, C written; on tensor
+    // cores at the share the SASS audit finds.
+    double s = double(rows);
+    l.hbmBytes = double(estimateCost(op, {rows, length}).weightBytes) +
+                 s * kd * 2 + s * n * 4;
+    l.flops = 2 * s * n * kd;
+    l.tensorCores = true;
+    l.loadsInFlight = opts.gemvUnroll;
   } else if (isGemmFamily(f)) {
     // kiln's own GEMM: W streamed once per tile of rows (counted from HBM:
     // a 7B layer's W does not stay in L2 from one tile to the next), x
@@ -230,6 +263,9 @@ const std::vector<TuneFamily> &tuneFamilies() {
       {"prefill.elementwise", "prompt", false,
        product({{"elementwise-threads", {64, 128, 256, 512}}})},
       {"prefill.gemm", "prompt", false, gemmCandidates()},
+      // The matmuls of quantized weights (none in an f16 model).
+      {"prefill.quant-gemm", "prompt", false,
+       product({{"quant-gemm", {0, 1}}})},
   };
   return families;
 }
@@ -243,6 +279,17 @@ static bool isLmHead(Operation *op) {
 std::vector<std::string> familyKernels(ModuleOp module,
                                        const TuneFamily &family) {
   std::vector<std::string> names;
+  if (isQuantFamily(family)) {
+    // The quantized GEMMs, or the dequantize kernels and cuBLAS's GEMMs.
+    names.push_back("cublas");
+    for (Operation *op : familyOps(module, family))
+      if (auto kernel = op->getAttrOfType<StringAttr>("kiln.kernel"))
+        for (std::string name : {kernel.str() + kQuantGemmSuffix,
+                                 kernel.str() + kDequantizeSuffix})
+          if (llvm::find(names, name) == names.end())
+            names.push_back(name);
+    return names;
+  }
   if (isGemmFamily(family)) {
     // cuBLAS's (PlanDevice::recordLaunch of every cuBLAS GEMM) or kiln's own.
     names.push_back("cublas");
@@ -331,6 +378,12 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
 
   for (const TuneFamily *f : families) {
     std::vector<Operation *> ops = familyOps(module, *f);
+    if (ops.empty() && isQuantFamily(*f)) {
+      result.lines.push_back(absl::StrFormat(
+          "%-19s none: the model has no quantized weights", f->name));
+      done += int64_t(opts.seqLens.size());
+      continue;
+    }
     if (ops.empty())
       return llvm::createStringError("the module has no " + f->name +
                                      " kernels: compile it with the kiln "
@@ -437,6 +490,13 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
               LaunchCost l = traffic(*f, op, k, c.opts, rows, length);
               l.registers = fig->second.registers;
               l.sharedBytes = fig->second.shared;
+              if (isQuantFamily(*f) && l.tensorCores)
+                l.flopsPerSmCycle =
+                    gpu->tensorFlopsPerSmCycle() * kQuantGemmTensorShare;
+              if (isQuantFamily(*f) && c.opts.quantGemm == 1) {
+                Value w = op->getOperand(1);
+                micros += gemmMicros(*gpu, rows, dim(w, 0), dim(w, 1));
+              }
               auto t = launchMicros(*gpu, l);
               if (!t) {
                 fits = false;

@@ -301,6 +301,7 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
       {Region::Arena, p.arenaBytes},
       {Region::Pool, p.poolBytes},
       {Region::Workspace, p.workspaceFloats * 4},
+      {Region::Dequantized, p.dequantizedHalves * 2},
       {Region::Counters, p.counters * 4},
       {Region::BlockTable, int64_t(tables_.size()) * 4},
       {Region::Sampled, rows * 4},

@@ -124,6 +124,9 @@ int runInspect() {
                       p.kvDtype == "fp8" || p.kvDtype == "int8"
                           ? p.kvDtype + " codes, an f16 scale a head"
                           : p.kvDtype);
+  if (p.dequantizedHalves > 0)
+    os << "  dequantized " << p.dequantizedHalves
+       << " halves: the largest quantized weight dequantized for cuBLAS\n";
   os << "  kernels   " << p.kernels.size() << "\n";
   for (const KernelCode &k : p.kernels) {
     os << llvm::formatv("    {0,-34} {1} bytes of CUDA C++", k.name,
@@ -168,9 +171,23 @@ int runInspect() {
     }
   };
   buckets(p.prefill, "tokens");
-  // Every bucket runs the same kernels; the smallest shows them.
-  os << "  prefill of up to " << p.prefill.front().rows << " tokens\n";
-  printLaunches(p, p.prefill.front().launches);
+  // The smallest bucket, then each bucket whose kernels differ from the
+  // one shown before it (quantized weights dequantized for cuBLAS from
+  // some length on; tuned variants).
+  auto kernelsOf = [](const StepPlan &plan) {
+    std::vector<int> ids;
+    for (const Launch &l : plan.launches)
+      ids.push_back(l.kernel);
+    return ids;
+  };
+  const StepPlan *shown = nullptr;
+  for (const StepPlan &plan : p.prefill) {
+    if (shown && kernelsOf(plan) == kernelsOf(*shown))
+      continue;
+    os << "  prefill of up to " << plan.rows << " tokens\n";
+    printLaunches(p, plan.launches);
+    shown = &plan;
+  }
   os << "  batches   " << p.batches.size()
      << " buckets of decode steps of several sequences, logits at the "
         "prefill's offset\n";

@@ -146,7 +146,8 @@ std::string launchLine(const StepLaunches &n, int64_t layers) {
 void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
   auto &os = llvm::outs();
   // The launches a device runs for a step: decode's plan, and prefill's for
-  // its largest bucket (every bucket launches the same kernels).
+  // its largest bucket (shorter ones may run the quantized GEMM instead of
+  // a dequantized weight's cuBLAS GEMM).
   auto knobs = codegenOptions();
   std::string noPlan;
   std::optional<Program> program;
@@ -220,6 +221,10 @@ void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
     os << llvm::formatv("    kv pool      {0} ({1} blocks of {2} tokens)\n",
                         size(pool.getBytes()), pool.getBlocks(),
                         pool.getBlockSize());
+  if (program && program->dequantizedHalves > 0)
+    os << llvm::formatv("    dequantized  {0} (the largest quantized weight "
+                        "as f16, for cuBLAS's GEMMs of long prompts)\n",
+                        size(program->dequantizedHalves * 2));
 }
 
 namespace {

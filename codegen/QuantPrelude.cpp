@@ -1,0 +1,181 @@
+//===- QuantPrelude.cpp - reading a quantized weight buffer in a kernel ---===//
+//
+// The device functions every kernel that reads runtime/QuantLayout.h's
+// buffer shares (the quantized GEMM, the dequantize kernel): a k-step's A
+// fragment dequantized in registers, and a tile's zeros and scales for a
+// group. One copy, so that the two kernels cannot drift apart in what a
+// code means.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+#include "ir/KilnOps.h"
+#include "runtime/QuantLayout.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+llvm::Expected<QuantizedWeight> quantizedWeight(Operation *op,
+                                                llvm::StringRef kernel) {
+  auto w = cast<RankedTensorType>(op->getOperand(1).getType());
+  std::optional<QuantFormat> quant = weightQuant(w);
+  if (!quant)
+    return llvm::createStringError(kernel + " needs a #kiln.quant weight");
+  if (llvm::Error e = requireF16(w.getElementType()))
+    return std::move(e);
+  QuantizedWeight q{*quant, w.getDimSize(0), w.getDimSize(1), false};
+  if (std::string e = quantShapeError(*quant, q.k); !e.empty())
+    return llvm::createStringError("a " + quant->name() + " weight: " + e);
+  auto packed = op->getOperand(1).getDefiningOp<PackedWeightOp>();
+  q.norm = packed && packed.getScaledBy();
+  return q;
+}
+
+std::string quantBufferConstants(const QuantizedWeight &w) {
+  const QuantFormat &f = w.format;
+  QuantLayout layout = quantLayout(f, w.n, w.k, w.norm);
+  const bool int4 = f.kind == QuantKind::Int4;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "constexpr int K = " << w.k << ", N = " << w.n
+     << ", TILES = " << layout.tiles << ", GROUPS = " << layout.groups
+     << ", GROUP = " << (f.group ? f.group : w.k) << ";\n";
+  os << "constexpr int KIND = "
+     << (int4                       ? 4
+         : f.kind == QuantKind::FP8 ? 2
+                                    : 8)
+     << "; // 4: int4, 8: int8, 2: fp8\n";
+  os << "constexpr bool ZP = " << (f.zeroPoints ? "true" : "false")
+     << ", NORM = " << (w.norm ? "true" : "false")
+     << ", PERM = " << (f.actOrder ? "true" : "false") << ";\n";
+  os << "constexpr int MIDDLE = " << f.middle() << ";\n";
+  os << "constexpr long long SCALES = " << layout.scales
+     << ", ZEROS = " << layout.zeros << ", NORM_AT = " << layout.norm
+     << ", PERM_AT = " << layout.perm << "; // byte offsets in w\n";
+  os << "constexpr int LOADS = " << w.k / (int4 ? 64 : 32)
+     << ", STEPS = " << (int4 ? 4 : 2)
+     << "; // 16-byte loads a row of tiles, k-steps of 16 a load\n";
+  return s;
+}
+
+std::string quantPrelude() {
+  return R"cuda(
+__device__ __forceinline__ unsigned kiln_prmt(unsigned a, unsigned b,
+                                              unsigned sel) {
+#ifdef KILN_CUDA_EMU_H
+  unsigned long long both = (unsigned long long)b << 32 | a;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i)
+    r |= unsigned(both >> (8 * ((sel >> (4 * i)) & 7)) & 0xff) << (8 * i);
+  return r;
+#else
+  return __byte_perm(a, b, sel);
+#endif
+}
+__device__ __forceinline__ __half2 kiln_bits_half2(unsigned u) {
+  return *reinterpret_cast<const __half2 *>(&u);
+}
+__device__ __forceinline__ unsigned kiln_half2_bits(__half2 h) {
+  return *reinterpret_cast<const unsigned *>(&h);
+}
+// a * b + c (cuda_fp16.h has no host __hfma2; here every use is exact).
+__device__ __forceinline__ __half2 kiln_hfma2(__half2 a, __half2 b,
+                                              __half2 c) {
+#ifdef KILN_CUDA_EMU_H
+  const float2 x = __half22float2(a), y = __half22float2(b),
+               z = __half22float2(c);
+  return __floats2half2_rn(fmaf(x.x, y.x, z.x), fmaf(x.y, y.y, z.y));
+#else
+  return __hfma2(a, b, c);
+#endif
+}
+
+// The zeros of a tile's rows g and g + 8 for one group, as the fragments
+// subtract them: lo, hi = 1024 + zero as f16 pairs; hi16 = 64 + the zero
+// of row g + 8 (int4's odd nibbles come 16 times their code).
+struct kiln_quant_zero {
+  __half2 lo, hi, hi16;
+};
+template <bool ZP, int MIDDLE>
+__device__ __forceinline__ kiln_quant_zero
+kiln_quant_zeros(const unsigned char *w, long long zeros_at, int tile,
+                 int groups, int group, int g) {
+  float z_lo = MIDDLE, z_hi = MIDDLE;
+  if constexpr (ZP) {
+    const unsigned short z =
+        (reinterpret_cast<const unsigned short *>(w + zeros_at) +
+         (long long)tile * groups * 8)[group * 8 + g];
+    z_lo = float(z & 0xff);
+    z_hi = float(z >> 8);
+  }
+  return {__floats2half2_rn(1024.0f + z_lo, 1024.0f + z_lo),
+          __floats2half2_rn(1024.0f + z_hi, 1024.0f + z_hi),
+          __floats2half2_rn(64.0f + z_hi, 64.0f + z_hi)};
+}
+
+// The scales of a tile's rows g (x) and g + 8 (y) for one group, as the
+// fragments' values need them (fp8: times 2^8, which kiln_dequant took).
+template <int KIND>
+__device__ __forceinline__ float2 kiln_quant_scales(const unsigned char *w,
+                                                    long long scales_at,
+                                                    int tile, int groups,
+                                                    int group, int g) {
+  const __half2 *scales = reinterpret_cast<const __half2 *>(w + scales_at) +
+                          (long long)tile * groups * 8;
+  float2 s = __half22float2(scales[group * 8 + g]);
+  if constexpr (KIND == 2) {
+    s.x *= 256.0f;
+    s.y *= 256.0f;
+  }
+  return s;
+}
+
+// The A fragment of one k-step from its codes (int4: one word; 8-bit: two),
+// each pair (code - zero) exactly, or fp8's value times 2^-8. KIND: 4
+// int4, 8 int8, 2 fp8.
+template <int KIND>
+__device__ __forceinline__ void kiln_dequant(const unsigned *q,
+                                             unsigned (&a)[4],
+                                             const kiln_quant_zero &z) {
+  if constexpr (KIND == 4) {
+    // Nibbles 0, 4 | 1, 5 | 2, 6 | 3, 7 hold a0, a1 | a2, a3 | ...
+    const unsigned lo = q[0], hi = q[0] >> 8;
+    // (1024 + 16 c) / 16 - (64 + z) = c - z
+    const __half2 sixteenth = __floats2half2_rn(0.0625f, 0.0625f);
+    a[0] = kiln_half2_bits(
+        __hsub2(kiln_bits_half2((lo & 0x000f000f) | 0x64006400), z.lo));
+    a[1] = kiln_half2_bits(kiln_hfma2(
+        kiln_bits_half2((lo & 0x00f000f0) | 0x64006400), sixteenth,
+        __hneg2(z.hi16)));
+    a[2] = kiln_half2_bits(
+        __hsub2(kiln_bits_half2((hi & 0x000f000f) | 0x64006400), z.lo));
+    a[3] = kiln_half2_bits(kiln_hfma2(
+        kiln_bits_half2((hi & 0x00f000f0) | 0x64006400), sixteenth,
+        __hneg2(z.hi16)));
+  } else if constexpr (KIND == 8) {
+    // Bytes a0..a7; each pair 0x64 above it: 1024 + code.
+    a[0] = kiln_half2_bits(__hsub2(
+        kiln_bits_half2(kiln_prmt(q[0], 0x64646464, 0x4140)), z.lo));
+    a[1] = kiln_half2_bits(__hsub2(
+        kiln_bits_half2(kiln_prmt(q[0], 0x64646464, 0x4342)), z.hi));
+    a[2] = kiln_half2_bits(__hsub2(
+        kiln_bits_half2(kiln_prmt(q[1], 0x64646464, 0x4140)), z.lo));
+    a[3] = kiln_half2_bits(__hsub2(
+        kiln_bits_half2(kiln_prmt(q[1], 0x64646464, 0x4342)), z.hi));
+  } else {
+    // e4m3 in the top byte of each f16, then sign in place, exponent and
+    // mantissa one bit down: the f16 is the value times 2^-8 (biases 15
+    // and 7), subnormals included.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const unsigned v = kiln_prmt(q[i / 2], 0, i % 2 ? 0x3424 : 0x1404);
+      a[i] = ((v >> 1) & 0x3f803f80) | (v & 0x80008000);
+    }
+  }
+}
+)cuda";
+}
+
+} // namespace kiln
