@@ -44,9 +44,9 @@ std::string kvCachePrelude(KVCacheType cache) {
      << ", KV_INT8 = " << (int8 ? "true" : "false") << ";\n"
      << "// The largest code; a decoded code's value over what "
         "kiln_kv_decode4\n"
-     << "// gives (e4m3's bits moved into f16's are 2^-8 of it).\n"
+     << "// gives (e4m3's: KILN_FP8_UNIT).\n"
      << "constexpr float KV_MAX = " << (int8 ? "127.0f" : "448.0f")
-     << ", KV_UNIT = " << (int8 ? "1.0f" : "256.0f") << ";\n";
+     << ", KV_UNIT = " << (int8 ? "1.0f" : "KILN_FP8_UNIT") << ";\n";
   os << R"cuda(
 __device__ __forceinline__ float2 kiln_kv_half2_floats(unsigned bits) {
   return __half22float2(*reinterpret_cast<const __half2 *>(&bits));
@@ -54,9 +54,20 @@ __device__ __forceinline__ float2 kiln_kv_half2_floats(unsigned bits) {
 
 // The four codes of w (byte i: code i) as floats, each KV_UNIT times less
 // than its code's value: int8 biased to 0 ..= 255 and put under 0x64
-// (1024 + code, exact in f16) less 1152; e4m3's sign, exponent and mantissa
-// moved into f16's.
+// (1024 + code, exact in f16) less 1152; e4m3's by the target's conversion
+// (Prelude: its sign, exponent and mantissa moved into f16's before sm_89).
 __device__ __forceinline__ void kiln_kv_decode4(unsigned w, float *f) {
+#if KILN_FP8_CVT
+  if constexpr (!KV_INT8) {
+    const float2 a = kiln_kv_half2_floats(kiln_e4m3x2_to_half2(w & 0xffff));
+    const float2 b = kiln_kv_half2_floats(kiln_e4m3x2_to_half2(w >> 16));
+    f[0] = a.x;
+    f[1] = a.y;
+    f[2] = b.x;
+    f[3] = b.y;
+    return;
+  }
+#endif
   unsigned lo, hi; // f16 pairs of codes (0, 2) and (1, 3)
   if constexpr (KV_INT8) {
     const unsigned u = w ^ 0x80808080u;

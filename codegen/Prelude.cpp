@@ -199,6 +199,43 @@ __device__ __forceinline__ int kiln_input(const int *p) {
 #endif
 }
 
+// fp8 e4m3 codes as f16s. sm_89 on converts a pair in one instruction
+// (cvt.rn.f16x2.e4m3x2, PTX ISA 7.8; SASS F2FP.F16.E4M3.UNPACK_B), to the
+// codes' values. Older targets move the bits into f16's instead (three
+// integer ops a pair), which gives 2^-8 of the value: KILN_FP8_UNIT is a
+// value over what the target's conversion gives, for the scales. Emu moves
+// bits too, unless a test defines KILN_FP8_CVT 1 to run the instruction's
+// path on its emulation.
+#ifndef KILN_FP8_CVT
+#if !defined(KILN_CUDA_EMU_H) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define KILN_FP8_CVT 1
+#else
+#define KILN_FP8_CVT 0
+#endif
+#endif
+constexpr float KILN_FP8_UNIT = KILN_FP8_CVT ? 1.0f : 256.0f;
+#if KILN_FP8_CVT
+// The codes in c's low and high bytes as the low and high f16 of a pair.
+__device__ __forceinline__ unsigned kiln_e4m3x2_to_half2(unsigned short c) {
+#ifdef KILN_CUDA_EMU_H
+  unsigned pair = 0;
+  for (int i = 0; i < 2; ++i) {
+    const unsigned b = (c >> (8 * i)) & 0xff, e = (b >> 3) & 15, m = b & 7;
+    const float v = (b & 0x7f) == 0x7f ? NAN
+                    : e == 0           ? ldexpf(float(m), -9)
+                                       : ldexpf(float(8 + m), int(e) - 10);
+    const __half h = __float2half_rn(b & 0x80 ? -v : v);
+    pair |= unsigned(*reinterpret_cast<const unsigned short *>(&h)) << (16 * i);
+  }
+  return pair;
+#else
+  unsigned pair;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(pair) : "h"(c));
+  return pair;
+#endif
+}
+#endif
+
 // acc + the dot product of two chunks, in fp32.
 template <int VEC, class Raw>
 __device__ __forceinline__ float kiln_chunk_dot(const Raw &w, const Raw &x,

@@ -8,7 +8,8 @@
 // piece of the tile dequantizes in registers into an mma.m16n8k16 A
 // fragment (int4: masks and the 0x6400 exponent, so that 1024 + code is an
 // f16 from which 1024 + zero is subtracted exactly; int8: a byte permute
-// into the same; fp8: the e4m3 bits moved into f16's, 2^-8 of the value)
+// into the same; fp8: cvt.rn.f16x2.e4m3x2 from sm_89 on, before it the
+// e4m3 bits moved into f16's, 2^-8 of the value)
 // and multiplies 8 x-rows at once per n-tile. A group's products sum in
 // their own fp32 accumulators, scaled by the group's f16 scales as the
 // group ends, so the weights are dequantized exactly. The norm weight g

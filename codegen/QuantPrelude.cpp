@@ -116,7 +116,8 @@ kiln_quant_zeros(const unsigned char *w, long long zeros_at, int tile,
 }
 
 // The scales of a tile's rows g (x) and g + 8 (y) for one group, as the
-// fragments' values need them (fp8: times 2^8, which kiln_dequant took).
+// fragments' values need them (fp8: times KILN_FP8_UNIT, what kiln_dequant
+// took).
 template <int KIND>
 __device__ __forceinline__ float2 kiln_quant_scales(const unsigned char *w,
                                                     long long scales_at,
@@ -126,15 +127,15 @@ __device__ __forceinline__ float2 kiln_quant_scales(const unsigned char *w,
                           (long long)tile * groups * 8;
   float2 s = __half22float2(scales[group * 8 + g]);
   if constexpr (KIND == 2) {
-    s.x *= 256.0f;
-    s.y *= 256.0f;
+    s.x *= KILN_FP8_UNIT;
+    s.y *= KILN_FP8_UNIT;
   }
   return s;
 }
 
 // The A fragment of one k-step from its codes (int4: one word; 8-bit: two),
-// each pair (code - zero) exactly, or fp8's value times 2^-8. KIND: 4
-// int4, 8 int8, 2 fp8.
+// each pair (code - zero) exactly, or fp8's value over KILN_FP8_UNIT.
+// KIND: 4 int4, 8 int8, 2 fp8.
 template <int KIND>
 __device__ __forceinline__ void kiln_dequant(const unsigned *q,
                                              unsigned (&a)[4],
@@ -165,13 +166,17 @@ __device__ __forceinline__ void kiln_dequant(const unsigned *q,
     a[3] = kiln_half2_bits(__hsub2(
         kiln_bits_half2(kiln_prmt(q[1], 0x64646464, 0x4342)), z.hi));
   } else {
-    // e4m3 in the top byte of each f16, then sign in place, exponent and
-    // mantissa one bit down: the f16 is the value times 2^-8 (biases 15
-    // and 7), subnormals included.
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
+#if KILN_FP8_CVT
+      a[i] = kiln_e4m3x2_to_half2((unsigned short)(q[i / 2] >> 16 * (i % 2)));
+#else
+      // e4m3 in the top byte of each f16, then sign in place, exponent and
+      // mantissa one bit down: the f16 is the value times 2^-8 (biases 15
+      // and 7), subnormals included.
       const unsigned v = kiln_prmt(q[i / 2], 0, i % 2 ? 0x3424 : 0x1404);
       a[i] = ((v >> 1) & 0x3f803f80) | (v & 0x80008000);
+#endif
     }
   }
 }

@@ -614,7 +614,7 @@ instructionMix(const std::vector<Function> &functions) {
         "LDG.32",  "LDG.64",  "LDG.128", "LDS.8", "LDS.16", "LDS.32",
         "LDS.64",  "LDS.128", "STG",     "STS",   "FFMA",   "HFMA2",
         "MUFU",    "BAR",     "LDL",     "STL",   "SHFL",   "ACQBULK",
-        "PREEXIT", "total"})
+        "PREEXIT", "F2FP.E4M3", "total"})
     mix[k] = 0;
   for (const Function &f : functions)
     for (const Instruction &in : f.code) {
@@ -622,6 +622,8 @@ instructionMix(const std::vector<Function> &functions) {
       ++mix["total"];
       if (b == "LDG" || b == "LDS")
         ++mix[(b + "." + llvm::Twine(in.accessBytes() * 8)).str()];
+      else if (b == "F2FP" && in.hasModifier("E4M3")) // fp8 codes to f16
+        ++mix["F2FP.E4M3"];
       else if (mix.count(b.str()) && b != "total")
         ++mix[b.str()];
     }

@@ -120,7 +120,8 @@ GridWait gridWait(const Function &f, const std::vector<uint64_t> &origins,
 /// "HMMA", "HGMMA", "LDGSTS", "LDSM", "LDG.8", "LDG.16", "LDG.32",
 /// "LDG.64", "LDG.128", "LDS.8" ... "LDS.128", "STG", "STS", "FFMA",
 /// "HFMA2", "MUFU", "BAR", "LDL", "STL", "SHFL", "ACQBULK", "PREEXIT"
-/// (griddepcontrol.wait and .launch_dependents), and "total". Static: each
+/// (griddepcontrol.wait and .launch_dependents), "F2FP.E4M3" (fp8 codes
+/// converted to f16 pairs, sm_89 on), and "total". Static: each
 /// instruction once, whether it runs once or in a loop.
 std::map<std::string, int>
 instructionMix(const std::vector<Function> &functions);

@@ -9,7 +9,7 @@
 // rows past `rows` untouched. int4 per row and in groups of 64 and 128,
 // with zero points, act-order; int8 per row and in groups; fp8; with and
 // without the norm section; a tile's loads split over blocks, and several
-// passes of a warp's loads.
+// passes of a warp's loads; fp8 by bit moves and by sm_89's conversion.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -54,6 +54,8 @@ struct Case {
   // 1: a block or three a tile, each warp two passes of loads at 2048
   // columns (136 rows of int4, 40 of int8); 64: a tile's loads split.
   int smCount;
+  // fp8 by cvt.rn.f16x2.e4m3x2 (sm_89 on; emulated) instead of bit moves.
+  bool fp8Cvt = false;
 };
 
 class DequantizeWeight : public ::testing::TestWithParam<Case> {};
@@ -74,8 +76,10 @@ TEST_P(DequantizeWeight, IsTheCanonicalValueTimesTheNormRoundedOnce) {
                                       "test.dequant", c.smCount);
   if (c.smCount > 1)
     EXPECT_GT(k.grid[1], 1) << "the tile's loads are not split";
+  std::string source =
+      (c.fp8Cvt ? "#define KILN_FP8_CVT 1\n" : "") + k.source;
   auto fns = compileEmuKernels(
-      {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
+      {{k.kernel, k.entry, source, k.provenance, int(k.params.size())}});
   ASSERT_TRUE(fns.ok()) << fns.status();
   // [tiles * 16, cols] f16: rows past `rows` keep their marker.
   const uint16_t marker = 0x7e00;
@@ -111,12 +115,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"int4-g128", 24, 2048, true, 64}, Case{"int8", 40, 256, true, 1},
         Case{"int8-g32-zp", 40, 2048, true, 1},
         Case{"int8-g64-act", 40, 256, true, 1}, Case{"fp8", 40, 256, true, 1},
-        Case{"fp8", 24, 2048, false, 64}),
+        Case{"fp8", 24, 2048, false, 64},
+        Case{"fp8", 40, 256, true, 1, true}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = info.param.format;
       std::replace(name.begin(), name.end(), '-', '_');
       return name + "_" + std::to_string(info.param.cols) +
-             (info.param.norm ? "_norm" : "");
+             (info.param.norm ? "_norm" : "") +
+             (info.param.fp8Cvt ? "_cvt" : "");
     });
 
 } // namespace

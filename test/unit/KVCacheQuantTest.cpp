@@ -29,11 +29,14 @@ namespace {
 
 constexpr int kDh = 96; // three elements a lane: lanes past DH idle in one
 
-std::string source(mlir::Type element) {
+/// fp8Cvt: e4m3 codes decoded by cvt.rn.f16x2.e4m3x2 (sm_89 on; emulated)
+/// instead of bit moves.
+std::string source(mlir::Type element, bool fp8Cvt = false) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<KilnDialect>();
   auto cache = KVCacheType::get(&ctx, 1, 16, 1, kDh, element);
-  return cudaPrelude() + kvCachePrelude(cache) + R"cuda(
+  return (fp8Cvt ? "#define KILN_FP8_CVT 1\n" : "") + cudaPrelude() +
+         kvCachePrelude(cache) + R"cuda(
 constexpr int DH = )cuda" +
          std::to_string(kDh) +
          R"cuda(;
@@ -107,9 +110,10 @@ TEST(KVCacheQuant, E4m3HeadsRoundAsTheHostDoes) {
   expectStoreMatchesHost(mlir::Float8E4M3FNType::get(&ctx), KVCodes::E4M3);
 }
 
-void expectDecodeExact(mlir::Type element, KVCodes codes) {
-  auto fns =
-      compileEmuKernels({{"decode", "decode", source(element), "test", 3}});
+void expectDecodeExact(mlir::Type element, KVCodes codes,
+                       bool fp8Cvt = false) {
+  auto fns = compileEmuKernels(
+      {{"decode", "decode", source(element, fp8Cvt), "test", 3}});
   ASSERT_TRUE(fns.ok()) << fns.status();
   std::vector<unsigned> words(64); // [64] four codes each: 0 .. 255
   for (unsigned i = 0; i < 64; ++i)
@@ -121,7 +125,9 @@ void expectDecodeExact(mlir::Type element, KVCodes codes) {
   for (int c = 0; c < 256; ++c) {
     if (codes == KVCodes::E4M3 && (c & 0x7f) == 0x7f)
       continue; // NaN: never stored
-    float want = codes == KVCodes::E4M3 ? e4m3ToFloat(uint8_t(c)) / 256.0f
+    // KV_UNIT: e4m3's bits moved into f16's are 2^-8 of its value.
+    float unit = codes == KVCodes::E4M3 && !fp8Cvt ? 256.0f : 1.0f;
+    float want = codes == KVCodes::E4M3 ? e4m3ToFloat(uint8_t(c)) / unit
                                         : float(int8_t(c));
     EXPECT_EQ(f[c], want) << "code " << c;
     EXPECT_EQ(one[c], want) << "code " << c;
@@ -136,6 +142,11 @@ TEST(KVCacheQuant, Int8CodesDecodeExactly) {
 TEST(KVCacheQuant, E4m3CodesDecodeExactly) {
   mlir::MLIRContext ctx;
   expectDecodeExact(mlir::Float8E4M3FNType::get(&ctx), KVCodes::E4M3);
+}
+
+TEST(KVCacheQuant, E4m3CodesDecodeExactlyByConversion) {
+  mlir::MLIRContext ctx;
+  expectDecodeExact(mlir::Float8E4M3FNType::get(&ctx), KVCodes::E4M3, true);
 }
 
 } // namespace
