@@ -610,10 +610,10 @@ std::map<std::string, int>
 instructionMix(const std::vector<Function> &functions) {
   std::map<std::string, int> mix;
   for (const char *k :
-       {"HMMA",    "HGMMA",   "LDGSTS",  "LDSM",  "LDG.8",  "LDG.16",
-        "LDG.32",  "LDG.64",  "LDG.128", "LDS.8", "LDS.16", "LDS.32",
-        "LDS.64",  "LDS.128", "STG",     "STS",   "FFMA",   "HFMA2",
-        "MUFU",    "BAR",     "LDL",     "STL",   "SHFL",   "ACQBULK",
+       {"HMMA",    "HGMMA",     "LDGSTS",  "LDSM",  "LDG.8",  "LDG.16",
+        "LDG.32",  "LDG.64",    "LDG.128", "LDS.8", "LDS.16", "LDS.32",
+        "LDS.64",  "LDS.128",   "STG",     "STS",   "FFMA",   "HFMA2",
+        "MUFU",    "BAR",       "LDL",     "STL",   "SHFL",   "ACQBULK",
         "PREEXIT", "F2FP.E4M3", "total"})
     mix[k] = 0;
   for (const Function &f : functions)

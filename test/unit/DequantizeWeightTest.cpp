@@ -76,8 +76,7 @@ TEST_P(DequantizeWeight, IsTheCanonicalValueTimesTheNormRoundedOnce) {
                                       "test.dequant", c.smCount);
   if (c.smCount > 1)
     EXPECT_GT(k.grid[1], 1) << "the tile's loads are not split";
-  std::string source =
-      (c.fp8Cvt ? "#define KILN_FP8_CVT 1\n" : "") + k.source;
+  std::string source = (c.fp8Cvt ? "#define KILN_FP8_CVT 1\n" : "") + k.source;
   auto fns = compileEmuKernels(
       {{k.kernel, k.entry, source, k.provenance, int(k.params.size())}});
   ASSERT_TRUE(fns.ok()) << fns.status();
@@ -115,8 +114,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"int4-g128", 24, 2048, true, 64}, Case{"int8", 40, 256, true, 1},
         Case{"int8-g32-zp", 40, 2048, true, 1},
         Case{"int8-g64-act", 40, 256, true, 1}, Case{"fp8", 40, 256, true, 1},
-        Case{"fp8", 24, 2048, false, 64},
-        Case{"fp8", 40, 256, true, 1, true}),
+        Case{"fp8", 24, 2048, false, 64}, Case{"fp8", 40, 256, true, 1, true}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = info.param.format;
       std::replace(name.begin(), name.end(), '-', '_');

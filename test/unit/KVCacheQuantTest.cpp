@@ -110,8 +110,7 @@ TEST(KVCacheQuant, E4m3HeadsRoundAsTheHostDoes) {
   expectStoreMatchesHost(mlir::Float8E4M3FNType::get(&ctx), KVCodes::E4M3);
 }
 
-void expectDecodeExact(mlir::Type element, KVCodes codes,
-                       bool fp8Cvt = false) {
+void expectDecodeExact(mlir::Type element, KVCodes codes, bool fp8Cvt = false) {
   auto fns = compileEmuKernels(
       {{"decode", "decode", source(element, fp8Cvt), "test", 3}});
   ASSERT_TRUE(fns.ok()) << fns.status();
