@@ -106,25 +106,17 @@ struct Call {
 
 } // namespace
 
-llvm::Expected<StepPrediction>
-predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
-            const std::map<std::string, KernelFacts> &facts,
-            const GpuModel &gpu, const StepShape &shape) {
-  StepPrediction out;
-  out.shape = shape;
-  out.gpu = gpu.shortName;
-  bool batch = !shape.prefill && shape.rows > 1;
+llvm::Expected<const StepPlan *> planForStep(const Program &program,
+                                             const StepShape &shape) {
   int64_t capacity =
       std::min(program.maxPositions, program.tableBlocks * program.blockSize);
   if (shape.context > capacity)
     return llvm::createStringError(std::to_string(shape.context) +
                                    " keys: the KV pool holds " +
                                    std::to_string(capacity) + " a sequence");
-  const std::vector<Launch> *launches = nullptr;
-  int64_t planRows = shape.rows;
-  if (!shape.prefill && shape.rows == 1) {
-    launches = &program.decode;
-  } else if (batch) {
+  if (!shape.prefill && shape.rows == 1)
+    return nullptr; // decode's own plan: Program::decode
+  if (!shape.prefill) {
     if (program.batches.empty())
       return llvm::createStringError(
           "a decode of " + std::to_string(shape.rows) +
@@ -135,18 +127,32 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
           "a decode of " + std::to_string(shape.rows) +
           " sequences: the largest batch plan holds " +
           std::to_string(plan.rows));
-    launches = &plan.launches;
-    planRows = plan.rows;
-  } else {
-    const StepPlan &plan = program.prefillFor(shape.rows);
-    if (plan.rows < shape.rows)
-      return llvm::createStringError(
-          "a prefill of " + std::to_string(shape.rows) +
-          " tokens: the largest prefill plan holds " +
-          std::to_string(plan.rows) + " (longer prompts run in chunks)");
-    launches = &plan.launches;
-    planRows = plan.rows;
+    return &plan;
   }
+  const StepPlan &plan = program.prefillFor(shape.rows);
+  if (plan.rows < shape.rows)
+    return llvm::createStringError(
+        "a prefill of " + std::to_string(shape.rows) +
+        " tokens: the largest prefill plan holds " + std::to_string(plan.rows) +
+        " (longer prompts run in chunks)");
+  return &plan;
+}
+
+llvm::Expected<StepPrediction>
+predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
+            const std::map<std::string, KernelFacts> &facts,
+            const GpuModel &gpu, const StepShape &shape) {
+  StepPrediction out;
+  out.shape = shape;
+  out.gpu = gpu.shortName;
+  auto plan = planForStep(program, shape);
+  if (!plan)
+    return plan.takeError();
+  // decode's plan (no StepPlan: Program::decode), or a batch's or prefill's.
+  const std::vector<Launch> *launches =
+      *plan ? &(*plan)->launches : &program.decode;
+  int64_t planRows = *plan ? (*plan)->rows : shape.rows;
+  bool batch = !shape.prefill && shape.rows > 1;
   auto fn = module.lookupSymbol<func::FuncOp>(
       !shape.prefill && shape.rows == 1 ? "decode" : "prefill");
   if (!fn)

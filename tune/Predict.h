@@ -98,6 +98,11 @@ struct StepPrediction {
   const KernelPrediction *kernel(llvm::StringRef name) const;
 };
 
+/// The plan of `program` that runs `shape`, or why none does (a context
+/// past the KV pool's, a batch without batch plans or past the largest).
+llvm::Expected<const StepPlan *> planForStep(const Program &program,
+                                             const StepShape &shape);
+
 /// The prediction of one step of `program` (built from `module` with
 /// `opts`) on `gpu`. Launches of the LM head that run only when a prefill's
 /// logits are read back are left out (a server reads none). A prefill whose

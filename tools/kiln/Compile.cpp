@@ -10,6 +10,7 @@
 #include "runtime/DType.h"
 #include "runtime/QuantLayout.h"
 #include "tools/kiln/Commands.h"
+#include "tune/Predict.h"
 
 #include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -346,6 +347,19 @@ int runCompile() {
   }
   if (absl::Status s = checkWeightsIfPresent(*compiled); !s.ok())
     return fail(s);
+  // A --stats-step no plan runs fails before anything is written or
+  // printed.
+  if (!extraSteps.empty()) {
+    auto program = buildProgram(*compiled->module, *knobs);
+    if (!program)
+      return fail(absl::InvalidArgumentError(toString(program.takeError())));
+    for (size_t i = 0; i < extraSteps.size(); ++i)
+      if (auto plan = planForStep(*program, extraSteps[i]); !plan)
+        return fail(absl::InvalidArgumentError(
+                        absl::StrCat("--stats-step '", statsSteps[i],
+                                     "': ", toString(plan.takeError()))),
+                    2);
+  }
 
   std::string tuningReport;
   if (absl::Status s = applyTuningDb(
