@@ -347,12 +347,16 @@ int runCompile() {
   }
   if (absl::Status s = checkWeightsIfPresent(*compiled); !s.ok())
     return fail(s);
+  // The Program's launches, built once for the --stats-step check, the
+  // --target compile and the predictions (whichever comes first).
+  std::optional<Program> program;
   // A --stats-step no plan runs fails before anything is written or
   // printed.
   if (!extraSteps.empty()) {
-    auto program = buildProgram(*compiled->module, *knobs);
-    if (!program)
-      return fail(absl::InvalidArgumentError(toString(program.takeError())));
+    auto built = buildProgram(*compiled->module, *knobs);
+    if (!built)
+      return fail(absl::InvalidArgumentError(toString(built.takeError())));
+    program = std::move(*built);
     for (size_t i = 0; i < extraSteps.size(); ++i)
       if (auto plan = planForStep(*program, extraSteps[i]); !plan)
         return fail(absl::InvalidArgumentError(
@@ -398,13 +402,15 @@ int runCompile() {
     printSummary(*compiled, opts);
   }
   llvm::outs() << tuningReport << bundleReport;
-  // The --target compile's Program and kernels, for the predictions.
-  std::optional<Program> targetProgram;
+  // The --target compile's kernels, for the predictions.
   std::vector<CompiledKernel> targetKernels;
   if (!targets.empty()) {
-    auto program = buildProgram(*compiled->module, *knobs);
-    if (!program)
-      return fail(absl::InvalidArgumentError(toString(program.takeError())));
+    if (!program) {
+      auto built = buildProgram(*compiled->module, *knobs);
+      if (!built)
+        return fail(absl::InvalidArgumentError(toString(built.takeError())));
+      program = std::move(*built);
+    }
     std::vector<std::string> archs(targets.begin(), targets.end());
     for (const std::string &t : archs)
       if (!StringRef(t).starts_with("sm_"))
@@ -435,7 +441,6 @@ int runCompile() {
           "bytes spill loads, cubin {5} bytes\n",
           k.target, k.kernel, k.registers, k.spillStores, k.spillLoads,
           k.cubin.size());
-    targetProgram = std::move(*program);
     targetKernels = std::move(*compiledKernels);
   }
   if (stats) {
@@ -453,7 +458,6 @@ int runCompile() {
     in.knobs = *knobs;
     in.target = targets.empty() ? "sm_90" : targets.front();
     in.extraSteps = extraSteps;
-    std::optional<Program> program = std::move(targetProgram);
     if (!program) {
       auto built = buildProgram(*compiled->module, *knobs);
       if (built)
