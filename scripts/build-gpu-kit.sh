@@ -7,7 +7,8 @@
 # profiled steps (llama2-7b-costs.json), llama2-7b's tuning candidates
 # (cand.tar.xz), and Abseil's headers and archives in case kiln-run must be
 # rebuilt there.
-# Usage: scripts/build-gpu-kit.sh   (then carry gpu-kit/ to the machine)
+# Usage: scripts/build-gpu-kit.sh   (then carry gpu-kit.tar.xz, its packed
+# copy, to the machine: gpu_check.sh unpacks it)
 #
 #   scripts/build-gpu-kit.sh --emu [DIR]   (default gpu-kit-emu/)
 # builds the kit of the check's dry run on the emu device
@@ -79,6 +80,14 @@ for m in tiny-gqa tiny-mha tiny-dh96 tiny-dh128; do
   build/bin/kiln compile "$f16" -o "gpu-kit/$m.kiln" \
     --target sm_80,sm_90 --max-batch 4 >/dev/null
 done
+# racecheck's bundles (gpu_check.sh): their GEMMs kiln's own, since the
+# sanitizer cannot run cuBLAS's Hopper kernels.
+build/bin/kiln compile test/fixtures/tiny-gqa/model-f16 \
+  -o gpu-kit/tiny-gqa-own-gemm.kiln --target sm_80,sm_90 \
+  --kernel-options gemm-algo=-2 >/dev/null
+build/bin/kiln compile test/fixtures/tiny-dh128/model --quantize int4-g128 \
+  -o gpu-kit/q-tiny-dh128-int4-own-gemm.kiln --target sm_80,sm_90 \
+  --kernel-options gemm-algo=-2 >/dev/null
 # Quantized weights (issue 17: the quantized GEMM and GEMVs, GPTQ's
 # act-order) and KV caches on the GPU, each against its transformers
 # fixture: quantized.txt, a line a bundle (name, weights, fixture folder,
@@ -143,4 +152,10 @@ mkdir -p gpu-kit/include gpu-kit/lib
 cp -r /usr/include/absl /usr/include/nlohmann gpu-kit/include/
 cp /usr/lib/x86_64-linux-gnu/libabsl_*.a gpu-kit/lib/
 echo "gpu-kit/: $(ls gpu-kit | tr '\n' ' ')($(du -sh gpu-kit | cut -f1))"
+# What travels: the device tool carries 64 MiB at most, the repository
+# included, and the kit alone outgrew that (64 MB, 2026-12-04); its
+# bundles share most of their bytes, so xz packs it to a few MB.
+# gpu_check.sh unpacks gpu-kit.tar.xz when there is no gpu-kit/.
+tar -cf - gpu-kit | xz -T0 -6 >gpu-kit.tar.xz
+echo "gpu-kit.tar.xz: $(du -sh gpu-kit.tar.xz | cut -f1) (carry this)"
 echo "kiln-run needs: $(ldd gpu-kit/kiln-run | awk '{print $1}' | tr '\n' ' ')"
