@@ -101,14 +101,12 @@ public:
   /// decode), or with `batch` one token each of `tokens` sequences (from
   /// @prefill, with the batched decode attention). A plan with knobs of
   /// its own runs the kernels named with `suffix` where there are such,
-  /// and its GEMMs with algorithm `gemmAlgo` (GemmShape::algo); with
-  /// `dequantize`, its quantized weights' matmuls dequantize the weight
-  /// for cuBLAS's GEMM.
-  llvm::Expected<std::vector<Launch>> build(func::FuncOp fn, int64_t tokens,
-                                            int64_t &logits, bool batch = false,
-                                            const std::string &suffix = "",
-                                            int gemmAlgo = -1,
-                                            bool dequantize = false) {
+  /// and its GEMMs with algorithm `gemmAlgo` (GemmShape::algo); `quant`
+  /// says how its quantized weights' matmuls multiply (QuantGemm).
+  llvm::Expected<std::vector<Launch>>
+  build(func::FuncOp fn, int64_t tokens, int64_t &logits, bool batch = false,
+        const std::string &suffix = "", int gemmAlgo = -1,
+        QuantGemm quant = QuantGemm::Quantized) {
     std::vector<Launch> out;
     // The LM head: the op whose result the function returns.
     Operation *head = nullptr;
@@ -151,13 +149,13 @@ public:
         LaunchWhen when = lastToo ? LaunchWhen::EveryLogit : LaunchWhen::Always;
         if (llvm::Error e = matmul(op, k, base, tokens,
                                    batch ? GemmRows::All : GemmRows::Count,
-                                   when, variant, gemmAlgo, dequantize, out))
+                                   when, variant, gemmAlgo, quant, out))
           return std::move(e);
         if (lastToo)
           if (llvm::Error e = matmul(
                   op, kernels[index.lookup(variant(base + kLastRowSuffix))],
                   base, tokens, GemmRows::Last, LaunchWhen::LastLogit, variant,
-                  gemmAlgo, dequantize, out))
+                  gemmAlgo, quant, out))
             return std::move(e);
         continue;
       }
@@ -201,19 +199,22 @@ private:
 
   /// The launches of a prefill matmul `op` whose kernel `epilogue` follows
   /// a GEMM of its first two operands over the rows `rows` says: the GEMM
-  /// (cuBLAS's, or kiln's own with gemm-algo=-2; a quantized weight's
-  /// quantized GEMM, or with `dequantize` the weight dequantized and
-  /// cuBLAS's), then the epilogue, unless the GEMM writes the op's result
-  /// itself (gemmWritesResult: D = x . W^T + residual in one rounding, as
-  /// the epilogue would).
+  /// (cuBLAS's, or kiln's own with gemm-algo=-2; a quantized weight's as
+  /// `quant` says: the quantized GEMM, the weight dequantized and cuBLAS's,
+  /// or an fp8 weight's FP8 GEMM), then the epilogue, unless the GEMM
+  /// writes the op's result itself (gemmWritesResult: D = x . W^T +
+  /// residual in one rounding, as the epilogue would).
   llvm::Error matmul(Operation &op, const CudaKernel &epilogue,
                      const std::string &base, int64_t tokens, GemmRows rows,
                      LaunchWhen when,
                      llvm::function_ref<std::string(std::string)> variant,
-                     int gemmAlgo, bool dequantize, std::vector<Launch> &out) {
+                     int gemmAlgo, QuantGemm quant, std::vector<Launch> &out) {
     std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
-    // A dequantized weight's GEMM adds o_proj's and down_proj's residual
-    // itself, as an f16 weight's does.
+    if (hasQuantizedWeight(&op))
+      quant = quantGemmOf(&op, quant);
+    bool dequantize = hasQuantizedWeight(&op) && quant != QuantGemm::Quantized;
+    // A dequantized weight's GEMM (or the FP8 GEMM) adds o_proj's and
+    // down_proj's residual itself, as an f16 weight's does.
     bool direct = gemmWritesResult(&op, dequantize);
     std::string last = rows == GemmRows::Last ? kLastRowSuffix : "";
     // kiln's own GEMM `gemm` into the workspace, C[tokens, n] f32, for
@@ -234,11 +235,16 @@ private:
     // cuBLAS's D[tokens, n] = x . W^T, W the weight `w` (dense f16): into
     // the workspace (f32, for the epilogue), or the op's result (+ C, the
     // residual: cuBLASLt with beta 1).
-    auto cublas = [&](Argument w, int algo) -> llvm::Error {
+    // The FP8 GEMM's A is the quantized activation `a`, its scales at the
+    // end of the arguments (`scales`: A's, then W's).
+    auto cublas = [&](Argument w, int algo, std::optional<Argument> a = {},
+                      std::vector<Argument> scales = {}) -> llvm::Error {
       auto type = cast<RankedTensorType>(op.getOperand(1).getType());
       GemmShape shape{tokens, type.getDimSize(0), type.getDimSize(1), algo};
       shape.rows = rows;
-      std::vector<Argument> args = {b.bind(op.getOperand(0)), std::move(w)};
+      shape.fp8 = a.has_value();
+      std::vector<Argument> args = {a ? *a : b.bind(op.getOperand(0)),
+                                    std::move(w)};
       if (direct) {
         Value residual = linearShape(&op)->residual;
         shape.beta = residual ? 1 : 0;
@@ -252,6 +258,7 @@ private:
         p.workspaceFloats = std::max(p.workspaceFloats, shape.m * shape.n);
         args.push_back(Argument(Region::Workspace));
       }
+      llvm::append_range(args, scales);
       if (!b.error.empty())
         return llvm::createStringError(b.error);
       Launch l{kGemm, name, {1, 1, 1}, 0, std::move(args), shape};
@@ -259,23 +266,59 @@ private:
       out.push_back(std::move(l));
       return llvm::Error::success();
     };
-    if (hasQuantizedWeight(&op) && dequantize) {
-      // W[n, k] f16 into Region::Dequantized, then cuBLAS's GEMM of it (of
-      // the plan's algorithm, cuBLAS's own choice for kiln's GEMM's -2).
-      std::string kernel = base + kDequantizeSuffix;
+    // A kernel of this op's named `kernel`, launched with `args`.
+    auto helper = [&](const std::string &kernel, std::array<int64_t, 3> grid,
+                      std::vector<Argument> args) -> llvm::Error {
       if (!index.count(kernel))
         return llvm::createStringError("no kernel " + kernel + " for " + name);
-      const CudaKernel &d = kernels[index.lookup(kernel)];
+      const CudaKernel &k = kernels[index.lookup(kernel)];
+      if (!b.error.empty())
+        return llvm::createStringError(b.error);
+      Launch l{index.lookup(kernel), name, grid[0] ? grid : k.grid,
+               k.blockThreads, std::move(args)};
+      l.when = when;
+      out.push_back(std::move(l));
+      return llvm::Error::success();
+    };
+    if (dequantize && quant == QuantGemm::Fp8) {
+      // W's codes row-major and its row scales, the activation's codes and
+      // scales (Fp8GemmLayout, in Region::Dequantized), then cuBLASLt's
+      // FP8 GEMM of them.
+      auto w = cast<RankedTensorType>(op.getOperand(1).getType());
+      Fp8GemmLayout at =
+          fp8GemmLayout(w.getDimSize(0), w.getDimSize(1), tokens);
+      p.dequantizedHalves = std::max(p.dequantizedHalves, (at.bytes + 1) / 2);
+      auto region = [](int64_t offset) {
+        return Argument(Region::Dequantized, offset);
+      };
+      Value weight = op.getOperand(1);
+      if (llvm::Error e =
+              helper(base + kFp8WeightSuffix, {0, 0, 0},
+                     {b.bind(weight), region(0), region(at.wScales)}))
+        return e;
+      const std::string quantizer = base + kQuantizeActivationSuffix;
+      if (llvm::Error e = helper(
+              quantizer,
+              index.count(quantizer)
+                  ? kernels[index.lookup(quantizer)].gridFor(tokens)
+                  : std::array<int64_t, 3>{0, 0, 0},
+              {b.bind(op.getOperand(0)), b.bind(weight),
+               Argument(Region::Count), region(at.a), region(at.aScales)}))
+        return e;
+      if (llvm::Error e =
+              cublas(region(0), gemmAlgo == kSmallGemmAlgo ? -1 : gemmAlgo,
+                     region(at.a), {region(at.aScales), region(at.wScales)}))
+        return e;
+    } else if (dequantize) {
+      // W[n, k] f16 into Region::Dequantized, then cuBLAS's GEMM of it (of
+      // the plan's algorithm, cuBLAS's own choice for kiln's GEMM's -2).
       auto w = cast<RankedTensorType>(op.getOperand(1).getType());
       p.dequantizedHalves =
           std::max(p.dequantizedHalves, w.getDimSize(0) * w.getDimSize(1));
-      Launch l{index.lookup(kernel),
-               name,
-               d.grid,
-               d.blockThreads,
-               {b.bind(op.getOperand(1)), Argument(Region::Dequantized)}};
-      l.when = when;
-      out.push_back(std::move(l));
+      if (llvm::Error e =
+              helper(base + kDequantizeSuffix, {0, 0, 0},
+                     {b.bind(op.getOperand(1)), Argument(Region::Dequantized)}))
+        return e;
       if (llvm::Error e = cublas(Argument(Region::Dequantized),
                                  gemmAlgo == kSmallGemmAlgo ? -1 : gemmAlgo))
         return e;
@@ -657,16 +700,20 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
       llvm::consumeError(parseCodegenOptions(it->second, v));
     return v;
   };
-  // Whether a plan of `rows` rows dequantizes its quantized weights for
-  // cuBLAS (quant-gemm; by default from kDequantizeRows rows on).
-  auto dequantize = [](const CodegenOptions &v, int64_t rows) {
-    return v.quantGemm == 1 || (v.quantGemm == -1 && rows >= kDequantizeRows);
+  // How a plan of `rows` rows multiplies its quantized weights
+  // (quant-gemm; by default dequantized for cuBLAS from kDequantizeRows
+  // rows on).
+  auto quant = [](const CodegenOptions &v, int64_t rows) {
+    return v.quantGemm == 2 ? QuantGemm::Fp8
+           : v.quantGemm == 1 || (v.quantGemm == -1 && rows >= kDequantizeRows)
+               ? QuantGemm::Dequantized
+               : QuantGemm::Quantized;
   };
   for (int64_t tokens : buckets) {
     CodegenOptions v = planOptions(opts.prefillKnobs, tokens);
     auto launches =
         builder.build(prefill, tokens, p.prefillLogits, false,
-                      prefillSuffix[tokens], v.gemmAlgo, dequantize(v, tokens));
+                      prefillSuffix[tokens], v.gemmAlgo, quant(v, tokens));
     if (!launches)
       return launches.takeError();
     p.prefill.push_back({tokens, std::move(*launches)});
@@ -675,7 +722,7 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
     CodegenOptions v = planOptions(opts.batchKnobs, rows);
     auto launches =
         builder.build(prefill, rows, p.prefillLogits, true, batchSuffix[rows],
-                      v.gemmAlgo, dequantize(v, rows));
+                      v.gemmAlgo, quant(v, rows));
     if (!launches)
       return launches.takeError();
     p.batches.push_back({rows, std::move(*launches)});

@@ -38,8 +38,10 @@ struct CodegenOptions {
   int gemmAlgo = -1;
   int gemmTile = 8; // token rows per warp of kiln's own GEMM (gemm-tile)
   /// Prefill GEMMs of quantized weights: kiln's quantized GEMM (0), the
-  /// weight dequantized to f16 and cuBLAS's GEMM (1), or by the plan's rows
-  /// (-1: 1 from kDequantizeRows rows on). quant-gemm.
+  /// weight dequantized to f16 and cuBLAS's GEMM (1), fp8 weights by
+  /// cuBLASLt's FP8 GEMM with the activations rounded to e4m3 (2, W8A8;
+  /// other formats as 1), or by the plan's rows (-1: 1 from
+  /// kDequantizeRows rows on). quant-gemm.
   int quantGemm = -1;
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
@@ -342,18 +344,53 @@ std::string quantPrelude();
 /// the epilogue (codegen/DequantizeWeightKernel.cpp). Its kernel is the
 /// epilogue op's kiln.kernel with this suffix.
 constexpr const char *kDequantizeSuffix = ".dequant";
+/// How a plan multiplies its quantized weights in its GEMMs: the quantized
+/// GEMM (quant-gemm=0), the weight dequantized to f16 for cuBLAS (1), or
+/// an fp8 weight's FP8 GEMM (2; the other formats' dequantized).
+enum class QuantGemm { Quantized, Dequantized, Fp8 };
+/// A plan's choice `plan` for matmul `op` of a quantized weight: Fp8 only
+/// for an fp8 weight (else Dequantized).
+QuantGemm quantGemmOf(mlir::Operation *op, QuantGemm plan);
 /// The plans of at least this many rows take it by default (quant-gemm=-1):
 /// the cost model's crossover (docs/quantization.md).
 constexpr int64_t kDequantizeRows = 128;
 /// The dequantize kernel of a [n, k] buffer of `format` (with the norm
-/// section when `norm`), named `kernel`, its grid for `smCount` SMs.
+/// section when `norm`), named `kernel`, its grid for `smCount` SMs; with
+/// `e4m3` (fp8 only) the codes [n, k] row-major and f32 row scales [n]
+/// for the FP8 GEMM instead.
 CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n, int64_t k,
                                 bool norm, const std::string &kernel,
-                                int smCount = 132);
-/// The dequantize kernel of matmul `op`'s quantized weight.
+                                int smCount = 132, bool e4m3 = false);
+/// The dequantize kernel of matmul `op`'s quantized weight (`e4m3`: its
+/// FP8 GEMM's, named with kFp8WeightSuffix).
 llvm::Expected<CudaKernel> emitDequantizeWeight(mlir::Operation *op,
-                                                const CodegenOptions &opts);
-/// One per distinct kernel of `fn`'s matmuls of quantized weights.
+                                                const CodegenOptions &opts,
+                                                bool e4m3 = false);
+/// The third way, for fp8 weights on sm_89 and later (quant-gemm=2, W8A8):
+/// the weight's codes written out row-major with f32 row scales (the
+/// dequantize kernel's e4m3 form, this suffix), the activation quantized
+/// to e4m3 per row (codegen/QuantizeActivationKernel.cpp, the other
+/// suffix), cuBLASLt's FP8 GEMM with outer-vector scales into the
+/// workspace (or + C), then the epilogue. It rounds the activations, so
+/// it is never a default: a plan asks for it.
+constexpr const char *kFp8WeightSuffix = ".fp8w";
+constexpr const char *kQuantizeActivationSuffix = ".fp8a";
+/// Where the FP8 GEMM's operands sit in Region::Dequantized (bytes, each
+/// 16-aligned): W's codes [n, k] at 0, W's scales f32 [n], A's codes
+/// [rows, k], A's scales f32 [rows]; `bytes` in all.
+struct Fp8GemmLayout {
+  int64_t wScales = 0, a = 0, aScales = 0, bytes = 0;
+};
+Fp8GemmLayout fp8GemmLayout(int64_t n, int64_t k, int64_t rows);
+/// The activation quantizer of a [rows, k] input (times the norm weight
+/// at byte `normAt` of the weight buffer when `norm`), named `kernel`.
+CudaKernel emitQuantizeActivation(int64_t k, int64_t normAt, bool norm,
+                                  const std::string &kernel);
+/// The activation quantizer of matmul `op` (an fp8 weight).
+llvm::Expected<CudaKernel> emitQuantizeActivation(mlir::Operation *op,
+                                                  const CodegenOptions &opts);
+/// One per distinct kernel of `fn`'s matmuls of quantized weights (and
+/// the FP8 GEMM's two of each fp8 weight's).
 llvm::Expected<std::vector<CudaKernel>>
 emitDequantizeWeights(mlir::Operation *fn, const CodegenOptions &opts);
 /// Whether a prefill matmul's epilogue is only what a GEMM does itself: no

@@ -19,6 +19,11 @@
 // and before its first store: the GEMM before it read the buffer it
 // overwrites.
 //
+// For cuBLASLt's FP8 GEMM (quant-gemm=2) an fp8 buffer is written out as
+// e4m3 codes [N, K] row-major instead, each byte moved from its fragment
+// slot unchanged, and its rows' f16 scales as f32 [N]; the norm weight is
+// left to the activation's quantizer (FP8ActivationKernel.cpp).
+//
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
 #include "ir/KilnOps.h"
@@ -39,8 +44,10 @@ constexpr int kUnroll = 4; // 16-byte loads a lane in flight
 
 CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
                                 int64_t kdim, bool norm,
-                                const std::string &kernel, int smCount) {
+                                const std::string &kernel, int smCount,
+                                bool e4m3) {
   QuantLayout layout = quantLayout(format, n, kdim, norm);
+  e4m3 = e4m3 && format.kind == QuantKind::FP8;
   const bool int4 = format.kind == QuantKind::Int4;
   const int64_t cols = int4 ? 64 : 32; // columns a 16-byte load covers
   const int64_t loads = kdim / cols;
@@ -57,19 +64,34 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
   k.entry = entryName(kernel);
   k.params = {{ParamKind::Weight, "w", "const unsigned char *"},
               {ParamKind::Dequantized, "out", "__half *"}};
+  if (e4m3)
+    k.params = {{ParamKind::Weight, "w", "const unsigned char *"},
+                {ParamKind::Dequantized, "out", "unsigned char *"},
+                {ParamKind::Dequantized, "row_scales", "float *"}};
   k.grid = {layout.tiles, splits, 1};
   k.blockThreads = 32 * kWarps;
 
   std::string src = cudaPrelude();
   llvm::raw_string_ostream os(src);
-  os << "\n// kernel " << k.kernel << ": out[" << n << ", " << kdim
-     << "] f16 = dequant(W " << format.name() << ")" << (norm ? " diag(g)" : "")
-     << "\n";
+  if (e4m3)
+    os << "\n// kernel " << k.kernel << ": codes[" << n << ", " << kdim
+       << "] e4m3, row_scales[" << n << "] f32 = W " << format.name()
+       << " row-major\n";
+  else
+    os << "\n// kernel " << k.kernel << ": out[" << n << ", " << kdim
+       << "] f16 = dequant(W " << format.name() << ")"
+       << (norm ? " diag(g)" : "") << "\n";
   os << quantBufferConstants({format, n, kdim, norm});
   os << "constexpr int COLS = " << cols << "; // columns a load\n";
   os << "constexpr int SPAN = " << span << "; // loads a block (grid y)\n";
   os << "constexpr int WARPS = " << kWarps << ", UNROLL = " << kUnroll << ";\n";
+  os << "constexpr bool E4M3 = " << (e4m3 ? "true" : "false")
+     << "; // codes and f32 row scales out\n";
   os << quantPrelude();
+  if (e4m3)
+    os << "using kiln_out_t = unsigned char;\n";
+  else
+    os << "using kiln_out_t = __half;\n";
   os << "\n// w the " << format.name() << " buffer (" << layout.bytes
      << " bytes), out [N, K] f16 (row-major, W's column order).\n"
      << "// grid (TILES = " << layout.tiles
@@ -82,11 +104,12 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int tile = blockIdx.x;
-  // A warp's 16 rows x COLS columns, rows 8 halves apart past COLS (16
-  // bytes: the row chunks stay aligned).
-  constexpr int STRIDE = COLS + 8;
-  __shared__ uint4 stage_raw[WARPS][16 * STRIDE / 8];
-  __half *stage = reinterpret_cast<__half *>(stage_raw[warp]);
+  // A warp's 16 rows x COLS columns, rows 16 bytes apart past COLS (the
+  // row chunks stay aligned).
+  constexpr int VEC = 16 / sizeof(kiln_out_t); // elements a 16-byte chunk
+  constexpr int STRIDE = COLS + VEC;
+  __shared__ uint4 stage_raw[WARPS][16 * STRIDE / VEC];
+  kiln_out_t *stage = reinterpret_cast<kiln_out_t *>(stage_raw[warp]);
   const __half *gs = reinterpret_cast<const __half *>(w + NORM_AT);
   const unsigned short *perm =
       reinterpret_cast<const unsigned short *>(w + PERM_AT);
@@ -103,7 +126,7 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
     if (first(0) + u < end)
       buf[u] = kiln_stream_load(wp + (long long)(first(0) + u) * 32);
   kiln_wait_previous_grid(); // the GEMM before read what this writes
-#pragma unroll 1
+@SCALES@#pragma unroll 1
   for (int it = 0; it < ITER; ++it) {
     uint4 cur[UNROLL];
 #pragma unroll
@@ -117,6 +140,19 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
       const int l = first(it) + u;
       if (l < end) { // the same for the whole warp
         const unsigned q[4] = {cur[u].x, cur[u].y, cur[u].z, cur[u].w};
+        if constexpr (E4M3) {
+          // q[2s + h]: k-step s's bytes of rows g (0, 1) and g + 8 (2, 3),
+          // columns s * 16 + 8h + 2t (+ 1), moved as they are.
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            unsigned char *at = reinterpret_cast<unsigned char *>(stage) +
+                                (i >> 1) * 16 + (i & 1) * 8 + 2 * t;
+            *reinterpret_cast<unsigned short *>(at + g * STRIDE) =
+                (unsigned short)(q[i] & 0xffff);
+            *reinterpret_cast<unsigned short *>(at + (g + 8) * STRIDE) =
+                (unsigned short)(q[i] >> 16);
+          }
+        } else {
 #pragma unroll
         for (int s = 0; s < STEPS; ++s) {
           const int k0 = (l * STEPS + s) * 16, group = k0 / GROUP;
@@ -144,6 +180,7 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
                 __floats2half2_rn(v.x, v.y);
           }
         }
+        }
       }
       __syncthreads();
       if (l < end) {
@@ -157,16 +194,17 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
               out[r * K + perm[l * COLS + j]] = stage[row * STRIDE + j];
           }
         } else {
-          // 16 rows of COLS / 8 chunks of 8 halves.
-          constexpr int CHUNKS = COLS / 8;
+          // 16 rows of COLS / VEC chunks of 16 bytes.
+          constexpr int CHUNKS = COLS / VEC;
 #pragma unroll
           for (int c = lane; c < 16 * CHUNKS; c += 32) {
             const int row = c / CHUNKS, chunk = c % CHUNKS;
             const long long r = (long long)tile * 16 + row;
             if (r < N)
-              *reinterpret_cast<uint4 *>(out + r * K + l * COLS + chunk * 8) =
+              *reinterpret_cast<uint4 *>(out + r * K + l * COLS +
+                                         chunk * VEC) =
                   *reinterpret_cast<const uint4 *>(stage + row * STRIDE +
-                                                   chunk * 8);
+                                                   chunk * VEC);
           }
         }
       }
@@ -175,18 +213,51 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
   }
 }
 )cuda";
+  const std::string scales =
+      e4m3
+          ? R"cuda(  // The tile's rows' scales (one group), by the first block of the tile.
+  if (blockIdx.y == 0 && threadIdx.x < 8) {
+    const float2 sc = __half22float2(
+        (reinterpret_cast<const __half2 *>(w + SCALES) +
+         (long long)tile * 8)[threadIdx.x]);
+    const long long r = (long long)tile * 16 + threadIdx.x;
+    if (r < N)
+      row_scales[r] = sc.x;
+    if (r + 8 < N)
+      row_scales[r + 8] = sc.y;
+  }
+)cuda"
+          : "";
+  src.replace(src.find("@SCALES@"), 8, scales);
   k.source = src;
   return k;
 }
 
-llvm::Expected<CudaKernel> emitDequantizeWeight(Operation *op,
-                                                const CodegenOptions &opts) {
+QuantGemm quantGemmOf(Operation *op, QuantGemm plan) {
+  auto w = weightQuant(op->getOperand(1).getType());
+  if (plan == QuantGemm::Fp8 && (!w || w->kind != QuantKind::FP8))
+    return QuantGemm::Dequantized;
+  return plan;
+}
+
+Fp8GemmLayout fp8GemmLayout(int64_t n, int64_t k, int64_t rows) {
+  auto up = [](int64_t bytes) { return (bytes + 15) / 16 * 16; };
+  Fp8GemmLayout l;
+  l.wScales = up(n * k);
+  l.a = up(l.wScales + 4 * n);
+  l.aScales = up(l.a + rows * k);
+  l.bytes = l.aScales + 4 * rows;
+  return l;
+}
+
+llvm::Expected<CudaKernel>
+emitDequantizeWeight(Operation *op, const CodegenOptions &opts, bool e4m3) {
   auto w = quantizedWeight(op, "the dequantize kernel");
   if (!w)
     return w.takeError();
-  CudaKernel base = kernelFor(op, kDequantizeSuffix);
+  CudaKernel base = kernelFor(op, e4m3 ? kFp8WeightSuffix : kDequantizeSuffix);
   CudaKernel k = emitDequantizeWeight(w->format, w->n, w->k, w->norm,
-                                      base.kernel, opts.smCount);
+                                      base.kernel, opts.smCount, e4m3);
   k.provenance = base.provenance;
   return k;
 }

@@ -146,9 +146,28 @@ emitQuantGemms(Operation *fn, const CodegenOptions &opts) {
 
 llvm::Expected<std::vector<CudaKernel>>
 emitDequantizeWeights(Operation *fn, const CodegenOptions &opts) {
-  return emitForQuantizedMatmuls(fn, [&](KernelOpInterface op, Phase) {
+  auto kernels = emitForQuantizedMatmuls(fn, [&](KernelOpInterface op, Phase) {
     return emitDequantizeWeight(op, opts);
   });
+  if (!kernels)
+    return kernels.takeError();
+  // The FP8 GEMM's, for the fp8 weights.
+  for (bool weight : {true, false}) {
+    auto fp8 = emitForQuantizedMatmuls(
+        fn, [&](KernelOpInterface op, Phase) -> llvm::Expected<CudaKernel> {
+          if (weightQuant(cast<RankedTensorType>(op->getOperand(1).getType()))
+                  ->kind != QuantKind::FP8)
+            return CudaKernel{};
+          return weight ? emitDequantizeWeight(op, opts, true)
+                        : emitQuantizeActivation(op, opts);
+        });
+    if (!fp8)
+      return fp8.takeError();
+    for (CudaKernel &k : *fp8)
+      if (!k.kernel.empty())
+        kernels->push_back(std::move(k));
+  }
+  return kernels;
 }
 
 llvm::Expected<std::vector<CudaKernel>>

@@ -96,26 +96,13 @@ __device__ __forceinline__ float kiln_kv_decode1(unsigned char c) {
   return f[0];
 }
 
-// y (|y| <= KV_MAX) as its code, rounded to nearest even: int8's integer;
-// e4m3's subnormals in steps of 2^-9 (code 8 is 2^-6, the first normal),
-// its normals with the mantissa rounded to 3 bits (a carry moves into the
-// exponent, as it should), saturated at 448 (0x7e).
+// y (|y| <= KV_MAX) as its code, rounded to nearest even: int8's integer,
+// e4m3's (kiln_e4m3_encode).
 __device__ __forceinline__ unsigned char kiln_kv_encode(float y) {
-  if constexpr (KV_INT8) {
+  if constexpr (KV_INT8)
     return (unsigned char)(signed char)(int)rintf(y);
-  } else {
-    const unsigned sign = (__float_as_uint(y) >> 24) & 0x80u;
-    const float a = fabsf(y);
-    unsigned code;
-    if (a < 0.015625f) {
-      code = (unsigned)rintf(a * 512.0f);
-    } else {
-      unsigned bits = __float_as_uint(a);
-      bits += 0x7ffffu + ((bits >> 20) & 1u);
-      code = (((bits >> 23) - 120u) << 3) | ((bits >> 20) & 7u);
-    }
-    return (unsigned char)(sign | (code > 0x7eu ? 0x7eu : code));
-  }
+  else
+    return kiln_e4m3_encode(y);
 }
 
 // One head of a token slot into a quantized cache, by one warp: lane l

@@ -236,6 +236,25 @@ __device__ __forceinline__ unsigned kiln_e4m3x2_to_half2(unsigned short c) {
 }
 #endif
 
+// y (|y| <= 448) as its e4m3 code, rounded to nearest even (as
+// cvt.rn.satfinite.e4m3x2.f32 and torch's float8_e4m3fn do): subnormals in
+// steps of 2^-9 (code 8 is 2^-6, the first normal), normals with the
+// mantissa rounded to 3 bits (a carry moves into the exponent, as it
+// should), saturated at 448 (0x7e).
+__device__ __forceinline__ unsigned char kiln_e4m3_encode(float y) {
+  const unsigned sign = (__float_as_uint(y) >> 24) & 0x80u;
+  const float a = fabsf(y);
+  unsigned code;
+  if (a < 0.015625f) {
+    code = (unsigned)rintf(a * 512.0f);
+  } else {
+    unsigned bits = __float_as_uint(a);
+    bits += 0x7ffffu + ((bits >> 20) & 1u);
+    code = (((bits >> 23) - 120u) << 3) | ((bits >> 20) & 7u);
+  }
+  return (unsigned char)(sign | (code > 0x7eu ? 0x7eu : code));
+}
+
 // acc + the dot product of two chunks, in fp32.
 template <int VEC, class Raw>
 __device__ __forceinline__ float kiln_chunk_dot(const Raw &w, const Raw &x,
@@ -559,7 +578,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"elementwise-threads", &opts.elementwiseThreads, 32, 1024},
       {"gemm-algo", &opts.gemmAlgo, kSmallGemmAlgo, kMaxGemmAlgo},
       {"gemm-tile", &opts.gemmTile, 1, 16},
-      {"quant-gemm", &opts.quantGemm, -1, 1},
+      {"quant-gemm", &opts.quantGemm, -1, 2},
   };
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);

@@ -1,6 +1,7 @@
 //===- RefDevice.cpp - the fp32 reference interpreter ---------------------===//
 #include "reference/RefDevice.h"
 #include "ir/KilnOps.h"
+#include "runtime/ActivationQuant.h"
 #include "runtime/QuantizedCheckpoint.h"
 
 #include "absl/strings/str_cat.h"
@@ -205,8 +206,9 @@ LogicalResult checkCacheOrder(func::FuncOp fn, std::string &error) {
 } // namespace
 
 absl::StatusOr<std::unique_ptr<RefDevice>>
-RefDevice::create(ModuleOp module, const WeightSet &weights) {
-  std::unique_ptr<RefDevice> dev(new RefDevice(module));
+RefDevice::create(ModuleOp module, const WeightSet &weights,
+                  RefOptions options) {
+  std::unique_ptr<RefDevice> dev(new RefDevice(module, options));
   KVCacheType cacheType;
   for (StringRef name : {"prefill", "decode"}) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
@@ -309,6 +311,8 @@ absl::Status RefDevice::pack(PackedWeightOp op, const LoadFn &load) {
     auto g = load(norm->str(), {k});
     if (!g.ok())
       return g.status();
+    if (options_.fp8Activations && quant && quant->kind == QuantKind::FP8)
+      unfolded_[op.getName().str()] = {*packed, **g};
     for (int64_t i = 0; i < type.getDimSize(0); ++i)
       for (int64_t j = 0; j < k; ++j)
         (*packed)[i * k + j] *= (**g)[j];
@@ -358,16 +362,38 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
 
   // The matmul of fused_linear and fused_qkv: the RMSNorm prologue when
   // eps is given (the norm weight is folded into w), then x·wᵀ: [S, N].
+  // With fp8Activations, @prefill's matmuls of fp8 weights round their
+  // input to e4m3 per row first, after the norm weight (so the weight
+  // before its fold multiplies it).
+  const bool w8a8 = options_.fp8Activations && function == "prefill";
   auto prologueMatmul = [&](const Tensor &x, const Tensor &w,
-                            std::optional<APFloat> eps) {
+                            std::optional<APFloat> eps, Operation *op) {
+    int64_t k = x.dim(1);
     std::vector<float> normed; // [S, K]
     const float *rows = x.f();
     if (eps) {
-      normed = rmsNorm(rows, s, x.dim(1), float(eps->convertToDouble()),
+      normed = rmsNorm(rows, s, k, float(eps->convertToDouble()),
                        /*weight=*/nullptr);
       rows = normed.data();
     }
-    return matmulT(rows, s, x.dim(1), w.f(), w.dim(0));
+    auto quant = weightQuant(op->getOperand(1).getType());
+    if (!w8a8 || !quant || quant->kind != QuantKind::FP8)
+      return matmulT(rows, s, k, w.f(), w.dim(0));
+    std::vector<float> a(rows, rows + s * k); // [S, K]
+    const float *weight = w.f();
+    auto packed = op->getOperand(1).getDefiningOp<PackedWeightOp>();
+    if (auto it =
+            packed ? unfolded_.find(packed.getName().str()) : unfolded_.end();
+        it != unfolded_.end()) {
+      const auto &[unfolded, g] = it->second;
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t j = 0; j < k; ++j)
+          a[i * k + j] *= g[j];
+      weight = unfolded.data();
+    }
+    for (int64_t i = 0; i < s; ++i)
+      roundTripActivationRow(a.data() + i * k, k);
+    return matmulT(a.data(), s, k, weight, w.dim(0));
   };
   // Stores rows of keys and values (each `stride` floats apart) in their
   // slots of one layer, rotating the keys first when theta is given.
@@ -449,7 +475,7 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
             .Case([&](FusedLinearOp fused) {
               int64_t n = in(1).dim(0);
               std::vector<float> y = // [S, N]
-                  prologueMatmul(in(0), in(1), fused.getNormEpsilon());
+                  prologueMatmul(in(0), in(1), fused.getNormEpsilon(), op);
               if (fused.getSwiglu()) {
                 int64_t f = n / 2;             // y = [gate | up]
                 std::vector<float> out(s * f); // [S, F]
@@ -495,7 +521,7 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               // y = [q | k | v]: k and v go to the cache, q to the result.
               int64_t n = in(1).dim(0), qWidth = n - 2 * slotWidth_;
               std::vector<float> y = // [S, N]
-                  prologueMatmul(in(0), in(1), qkv.getNormEpsilon());
+                  prologueMatmul(in(0), in(1), qkv.getNormEpsilon(), op);
               writeKV(qkv.getLayer(), y.data() + qWidth, n,
                       y.data() + qWidth + slotWidth_, n, s, in(3).ints,
                       qkv.getRopeTheta(), qkv.getRopeLayout());

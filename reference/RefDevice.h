@@ -26,6 +26,14 @@
 
 namespace kiln {
 
+struct RefOptions {
+  /// W8A8 (quant-gemm=2, the FP8 GEMM): @prefill's matmuls of fp8 weights
+  /// take their input rounded to e4m3 a row at a time
+  /// (runtime/ActivationQuant.h), as the model sees it (normalized and
+  /// times the norm weight); @decode's do not.
+  bool fp8Activations = false;
+};
+
 class RefDevice : public Device {
 public:
   /// `module` must hold @prefill and @decode; `weights` must already have
@@ -33,7 +41,8 @@ public:
   /// weight runs as its format's values: a pre-quantized module's (GPTQ,
   /// AWQ) dequantized exactly, a float weight's after round to nearest.
   static absl::StatusOr<std::unique_ptr<RefDevice>>
-  create(mlir::ModuleOp module, const WeightSet &weights);
+  create(mlir::ModuleOp module, const WeightSet &weights,
+         RefOptions options = {});
 
   std::string name() const override { return "ref"; }
   absl::StatusOr<std::vector<float>>
@@ -48,7 +57,8 @@ public:
                                          std::span<const int32_t> positions);
 
 private:
-  RefDevice(mlir::ModuleOp module) : module_(module) {}
+  RefDevice(mlir::ModuleOp module, RefOptions options)
+      : module_(module), options_(options) {}
   /// A checkpoint tensor of `shape` in float32; a weight the checkpoint
   /// stores pre-quantized (GPTQ, AWQ) is its module dequantized exactly.
   using LoadFn =
@@ -58,6 +68,7 @@ private:
   absl::Status pack(PackedWeightOp op, const LoadFn &load);
 
   mlir::ModuleOp module_;
+  RefOptions options_;
   /// Every weight the module names, converted to float32 once.
   std::map<std::string, std::shared_ptr<const std::vector<float>>> weights_;
   /// The weights loaded from pre-quantized modules: already the quantized
@@ -67,6 +78,11 @@ private:
   std::map<std::string, std::shared_ptr<const std::vector<float>>> quantized_;
   /// Every packed weight, by its name.
   std::map<std::string, std::shared_ptr<const std::vector<float>>> packed_;
+  /// With fp8Activations, a packed fp8 weight whose norm is folded in: the
+  /// weight before the fold [N, K] and the norm weight [K], by its name
+  /// (the input is rounded after the norm weight multiplies it).
+  std::map<std::string, std::pair<std::vector<float>, std::vector<float>>>
+      unfolded_;
   /// The sequence's KV cache: per layer, [capacity, kv_heads*head_dim].
   std::vector<std::vector<float>> keys_, values_;
   int64_t capacity_ = 0, slotWidth_ = 0, headDim_ = 0;

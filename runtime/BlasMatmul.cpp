@@ -1,6 +1,7 @@
 //===- BlasMatmul.cpp -----------------------------------------------------===//
 #include "runtime/BlasMatmul.h"
 #include "runtime/DType.h"
+#include "runtime/QuantFormat.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -10,7 +11,7 @@
 namespace kiln {
 
 BlasMatmul blasMatmulOf(const GemmShape &g, int64_t count, void *a, void *w,
-                        void *d, void *c) {
+                        void *d, void *c, void *aScale, void *wScale) {
   int64_t rows = g.rowsFor(count), first = g.firstRowFor(count);
   BlasType out = g.f16Out ? BlasType::F16 : BlasType::F32;
   int64_t outBytes = g.f16Out ? 2 : 4;
@@ -23,8 +24,14 @@ BlasMatmul blasMatmulOf(const GemmShape &g, int64_t count, void *a, void *w,
   mm.m = g.n;
   mm.n = rows;
   mm.k = g.k;
-  mm.a = {w, BlasType::F16, g.k, g.n, g.k, 0};
-  mm.b = {down(a, first * g.k * 2), BlasType::F16, g.k, rows, g.k, 0};
+  BlasType in = g.fp8 ? BlasType::E4M3 : BlasType::F16;
+  int64_t inBytes = g.fp8 ? 1 : 2;
+  mm.a = {w, in, g.k, g.n, g.k, 0};
+  mm.b = {down(a, first * g.k * inBytes), in, g.k, rows, g.k, 0};
+  if (g.fp8) {
+    mm.scaleA = wScale;
+    mm.scaleB = down(aScale, first * 4);
+  }
   mm.d = {down(d, first * g.n * outBytes), out, g.n, rows, g.n, 0};
   // Without beta, C is D (cublasGemmEx's C, and never read).
   mm.c =
@@ -37,21 +44,38 @@ BlasMatmul blasMatmulOf(const GemmShape &g, int64_t count, void *a, void *w,
   return mm;
 }
 
+BlasMatmul blasMatmulOf(const GemmShape &g, int64_t count,
+                        const std::vector<void *> &args) {
+  auto at = [&](size_t i) { return i < args.size() ? args[i] : nullptr; };
+  size_t scales = 3 + g.beta;
+  return blasMatmulOf(g, count, at(0), at(1), at(2), g.beta ? at(3) : nullptr,
+                      g.fp8 ? at(scales) : nullptr,
+                      g.fp8 ? at(scales + 1) : nullptr);
+}
+
 namespace {
 const char *typeName(BlasType t) {
-  return t == BlasType::F16 ? "f16" : t == BlasType::F32 ? "f32" : "?";
+  return t == BlasType::F16    ? "f16"
+         : t == BlasType::F32  ? "f32"
+         : t == BlasType::E4M3 ? "e4m3"
+                               : "?";
 }
 
 float load(const BlasMatrix &x, int64_t at) {
-  return x.type == BlasType::F16
-             ? halfToFloat(static_cast<const uint16_t *>(x.data)[at])
-             : static_cast<const float *>(x.data)[at];
+  switch (x.type) {
+  case BlasType::F16:
+    return halfToFloat(static_cast<const uint16_t *>(x.data)[at]);
+  case BlasType::E4M3:
+    return e4m3ToFloat(static_cast<const uint8_t *>(x.data)[at]);
+  default:
+    return static_cast<const float *>(x.data)[at];
+  }
 }
 } // namespace
 
 std::string describeGemm(const GemmShape &g) {
-  std::string what =
-      absl::StrCat("[", g.m, ", ", g.k, "] . [", g.n, ", ", g.k, "]^T");
+  std::string what = absl::StrCat(g.fp8 ? "e4m3 " : "", "[", g.m, ", ", g.k,
+                                  "] . [", g.n, ", ", g.k, "]^T");
   if (g.beta)
     absl::StrAppend(&what, " + C");
   if (g.f16Out)
@@ -71,6 +95,9 @@ std::string describeBlasMatmul(const BlasMatmul &mm) {
       "D [", mm.m, ", ", mm.n, "] ", typeName(mm.d.type), " = ",
       mm.alpha == 1.0f ? "" : absl::StrCat(mm.alpha, " "), op(mm.transA, "A"),
       " . ", op(mm.transB, "B"), " (k ", mm.k, ")");
+  if (mm.scaleA)
+    absl::StrAppend(&what, ", ", typeName(mm.a.type),
+                    " inputs with outer-vector scales");
   if (mm.beta != 0.0f)
     absl::StrAppend(&what, " + ",
                     mm.beta == 1.0f ? "" : absl::StrCat(mm.beta, " "), "C",
@@ -96,8 +123,15 @@ absl::Status emuBlasMatmul(const BlasMatmul &mm) {
     return refuse("only CUBLAS_COMPUTE_32F with f32 alpha and beta");
   if (mm.epilogue != BlasEpilogue::Default)
     return refuse("only CUBLASLT_EPILOGUE_DEFAULT");
-  if (mm.a.type != BlasType::F16 || mm.b.type != BlasType::F16)
-    return refuse("A and B must be f16");
+  bool fp8 = mm.a.type == BlasType::E4M3;
+  if ((mm.a.type != BlasType::F16 && !fp8) || mm.b.type != mm.a.type)
+    return refuse("A and B must both be f16 or both e4m3");
+  if (fp8 != (mm.scaleA && mm.scaleB) || (!fp8 && (mm.scaleA || mm.scaleB)))
+    return refuse("e4m3 inputs take both outer-vector scales, f16 inputs none");
+  if (fp8 && (mm.transA != BlasOp::T || mm.transB != BlasOp::N || mm.k % 16 ||
+              mm.a.ld % 16 || mm.b.ld % 16))
+    return refuse("an FP8 GEMM is TN with k and A's and B's ld multiples "
+                  "of 16");
   if ((mm.d.type != BlasType::F16 && mm.d.type != BlasType::F32) ||
       mm.c.type != mm.d.type)
     return refuse("C and D must both be f16 or both f32");
@@ -144,6 +178,9 @@ absl::Status emuBlasMatmul(const BlasMatmul &mm) {
         for (int64_t p = 0; p < mm.k; ++p)
           acc += row[p] * opB[p];
         float y = mm.alpha * acc;
+        if (fp8)
+          y = mm.alpha * (static_cast<const float *>(mm.scaleA)[i] *
+                          static_cast<const float *>(mm.scaleB)[j] * acc);
         // beta 0 reads nothing of C (cuBLAS's rule: C may hold NaNs).
         if (mm.beta != 0.0f)
           y += mm.beta * load(mm.c, at(mm.c, BlasOp::N, i, j, batch));

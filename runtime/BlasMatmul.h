@@ -20,13 +20,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln {
 
 /// cublasOperation_t.
 enum class BlasOp { N = 0, T = 1 };
-/// cudaDataType_t: CUDA_R_32F, CUDA_R_16F.
-enum class BlasType { F32 = 0, F16 = 2 };
+/// cudaDataType_t: CUDA_R_32F, CUDA_R_16F, CUDA_R_8F_E4M3.
+enum class BlasType { F32 = 0, F16 = 2, E4M3 = 28 };
 /// cublasComputeType_t: CUBLAS_COMPUTE_16F, CUBLAS_COMPUTE_32F.
 enum class BlasCompute { F16 = 64, F32 = 68 };
 /// cublasLtEpilogue_t: CUBLASLT_EPILOGUE_DEFAULT (D = alpha AB + beta C),
@@ -56,13 +57,20 @@ struct BlasMatmul {
   BlasCompute compute = BlasCompute::F32;
   BlasType scale = BlasType::F32;
   BlasEpilogue epilogue = BlasEpilogue::Default;
+  /// FP8 inputs' outer-vector scales
+  /// (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F): f32 [m] for A's rows and [n]
+  /// for B's columns, D[i, j] = alpha scaleA[i] scaleB[j] (op(A) . op(B))[i, j]
+  /// + beta C[i, j]; null: none.
+  const void *scaleA = nullptr, *scaleB = nullptr;
   int64_t batchCount = 1;
   /// GemmShape::algo: -1, cublasGemmEx (which takes C as D), else the
   /// heuristic's N-th of cuBLASLt.
   int algo = -1;
-  /// Whether the call goes to cublasLtMatmul: an algorithm asked for, or a
-  /// D that is not C (cublasGemmEx writes C).
-  bool usesLt() const { return algo >= 0 || c.data != d.data; }
+  /// Whether the call goes to cublasLtMatmul: an algorithm asked for, a
+  /// D that is not C (cublasGemmEx writes C), or scales.
+  bool usesLt() const {
+    return algo >= 0 || c.data != d.data || scaleA || scaleB;
+  }
 };
 
 /// The cuBLAS call of GEMM launch `g` in a step of `count` real rows, with
@@ -70,9 +78,16 @@ struct BlasMatmul {
 /// null): row-major D[r, n] = A[r, k] . W[n, k]^T over the r rows that
 /// GemmShape::rows says is column-major D^T[n, r] = op_T(W^T) . A^T, with W
 /// stored [k, n] (ld k) transposed and A [k, r] (ld k) as is, D and C
-/// [n, r] (ld n), moved down to the first row the step multiplies.
+/// [n, r] (ld n), moved down to the first row the step multiplies. The FP8
+/// GEMM's (GemmShape::fp8) scales of A's rows and W's rows are at `aScale`
+/// and `wScale`: cuBLAS's B and A scales.
 BlasMatmul blasMatmulOf(const GemmShape &g, int64_t count, void *a, void *w,
-                        void *d, void *c);
+                        void *d, void *c, void *aScale = nullptr,
+                        void *wScale = nullptr);
+/// The same of a GEMM launch's arguments at `args`, in its order (A, W, D,
+/// C when beta is 1, the FP8 GEMM's A and W scales).
+BlasMatmul blasMatmulOf(const GemmShape &g, int64_t count,
+                        const std::vector<void *> &args);
 
 /// The emu device's cuBLAS: every field of `mm` honoured, fp32 products and
 /// sums in order of k (as one thread of a GEMM would), each element of D
@@ -80,7 +95,8 @@ BlasMatmul blasMatmulOf(const GemmShape &g, int64_t count, void *a, void *w,
 /// naming the field, for anything cuBLAS would refuse or kiln does not
 /// implement (a compute type other than 32F, mixed input types, a C type
 /// other than D's, an epilogue other than DEFAULT, a leading dimension too
-/// small for its matrix).
+/// small for its matrix, e4m3 inputs without both scales or scales of f16
+/// inputs). e4m3 codes are exact in fp32; the scales multiply the sum.
 absl::Status emuBlasMatmul(const BlasMatmul &mm);
 
 /// A GEMM launch as kiln inspect and errors show it: "[16, 64] . [64, 64]^T

@@ -56,7 +56,10 @@ Json launchJson(const Launch &l) {
   Json args = Json::array();
   for (const Argument &a : l.args) {
     Json arg = {{"region", regionNames().at(a.region)}};
-    if (a.region == Region::Arena || a.region == Region::Pool)
+    // The dequantized region's offset only where there is one (the FP8
+    // GEMM's operands): a dequantized weight's launches stay as they were.
+    if (a.region == Region::Arena || a.region == Region::Pool ||
+        (a.region == Region::Dequantized && a.offset))
       arg["offset"] = a.offset;
     if (a.region == Region::Weight)
       arg["name"] = a.weight;
@@ -75,6 +78,8 @@ Json launchJson(const Launch &l) {
       gemm["beta"] = g.beta;
     if (g.f16Out)
       gemm["out"] = "f16";
+    if (g.fp8)
+      gemm["inputs"] = "fp8";
     out = {{"gemm", gemm}, {"name", l.name}, {"args", args}};
   } else {
     out = {{"kernel", l.kernel},
@@ -173,20 +178,24 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
           absl::StrCat("launch ", launch.name, " asks for GEMM algorithm ",
                        launch.gemm.algo, " (-1 to ", kMaxGemmAlgo, ")"));
     std::string rows = g.value("rows", std::string("all")),
-                out = g.value("out", std::string("f32"));
+                out = g.value("out", std::string("f32")),
+                inputs = g.value("inputs", std::string("f16"));
     launch.gemm.beta = g.contains("beta") ? jsonInteger<int>(g["beta"]) : 0;
     if ((rows != "all" && rows != "count" && rows != "last") ||
         (out != "f32" && out != "f16") ||
+        (inputs != "f16" && inputs != "fp8") ||
         (launch.gemm.beta != 0 && launch.gemm.beta != 1))
-      return absl::InvalidArgumentError(
-          absl::StrCat("launch ", launch.name, " has a GEMM of rows '", rows,
-                       "' (all, count, last), out '", out,
-                       "' (f32, f16) and beta ", launch.gemm.beta, " (0, 1)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch ", launch.name, " has a GEMM of rows '", rows,
+          "' (all, count, last), out '", out, "' (f32, f16), inputs '", inputs,
+          "' (f16, fp8) and beta ", launch.gemm.beta, " (0, 1)"));
     launch.gemm.rows = rows == "all"     ? GemmRows::All
                        : rows == "count" ? GemmRows::Count
                                          : GemmRows::Last;
     launch.gemm.f16Out = out == "f16";
-    params = 3 + launch.gemm.beta; // and C
+    launch.gemm.fp8 = inputs == "fp8";
+    // and C; the FP8 GEMM's two scale vectors
+    params = 3 + launch.gemm.beta + (launch.gemm.fp8 ? 2 : 0);
     if (launch.gemm.m <= 0 || launch.gemm.n <= 0 || launch.gemm.k <= 0)
       return absl::InvalidArgumentError(
           absl::StrCat("launch ", launch.name, " has an empty GEMM"));
@@ -237,6 +246,8 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
                        "', which the manifest lacks"));
     if ((arg.region == Region::Arena && arg.offset >= p.arenaBytes) ||
         (arg.region == Region::Pool && arg.offset >= p.poolBytes) ||
+        (arg.region == Region::Dequantized &&
+         arg.offset >= p.dequantizedHalves * 2) ||
         arg.offset < 0)
       return absl::InvalidArgumentError(absl::StrCat(
           "launch ", launch.name, " has an argument outside its region"));
@@ -266,16 +277,37 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
     return x.region != y.region || x.offset + xBytes <= y.offset ||
            y.offset + yBytes <= x.offset;
   };
+  // `bytes` in Region::Dequantized at a's offset.
+  auto inDequantized = [&](const Argument &a, int64_t bytes) {
+    return a.region == Region::Dequantized &&
+           bytes <= p.dequantizedHalves * 2 - a.offset;
+  };
   auto gemmFits = [&] {
     const std::vector<Argument> &a = launch.args;
     int size = g.f16Out ? 2 : 4;
-    bool dequantized =
-        a[1].region == Region::Dequantized && g.n * g.k <= p.dequantizedHalves;
-    if (a[0].region != Region::Arena || !fits(a[0], g.m * g.k, 2, false) ||
-        (a[1].region != Region::Weight && !dequantized) ||
-        !fits(a[2], g.m * g.n, size, !g.f16Out))
+    // The FP8 GEMM's A, W and their scales: e4m3 codes and f32 vectors,
+    // each apart from the others.
+    const int64_t fp8Bytes[4] = {g.m * g.k, g.n * g.k, g.m * 4, g.n * 4};
+    const Argument *fp8Args[4] = {&a[0], &a[1], nullptr, nullptr};
+    if (g.fp8) {
+      fp8Args[2] = &a[3 + g.beta];
+      fp8Args[3] = &a[4 + g.beta];
+      for (int i = 0; i < 4; ++i) {
+        if (!inDequantized(*fp8Args[i], fp8Bytes[i]))
+          return false;
+        for (int j = 0; j < i; ++j)
+          if (!apart(*fp8Args[i], fp8Bytes[i], *fp8Args[j], fp8Bytes[j]))
+            return false;
+      }
+    } else if (a[0].region != Region::Arena ||
+               !fits(a[0], g.m * g.k, 2, false) ||
+               (a[1].region != Region::Weight &&
+                !inDequantized(a[1], g.n * g.k * 2))) {
       return false;
-    int64_t aBytes = g.m * g.k * 2, dBytes = g.m * g.n * size; // they fit
+    }
+    if (!fits(a[2], g.m * g.n, size, !g.f16Out))
+      return false;
+    int64_t aBytes = g.fp8 ? 0 : g.m * g.k * 2, dBytes = g.m * g.n * size;
     bool inPlace =
         g.beta && a[3].region == a[2].region && a[3].offset == a[2].offset;
     return apart(a[0], aBytes, a[2], dBytes) &&
@@ -286,7 +318,8 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
     return absl::InvalidArgumentError(absl::StrCat(
         "launch ", launch.name,
         ": a GEMM reads A [m, k] f16 in the arena and an f16 weight (or "
-        "the dequantized one), and writes D "
+        "the dequantized one; the FP8 GEMM both as e4m3 codes with f32 "
+        "scales in the dequantized region, apart), and writes D "
         "[m, n] (f32 in the workspace or the arena, f16 in the arena; C, "
         "when beta is 1, the same), D apart from A and C either D or apart "
         "from it; these do not fit"));

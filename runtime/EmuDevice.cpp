@@ -121,7 +121,7 @@ void *EmuDevice::address(const Argument &a) {
   case Region::Workspace:
     return workspace_.data();
   case Region::Dequantized:
-    return dequantized_.data();
+    return reinterpret_cast<char *>(dequantized_.data()) + a.offset;
   case Region::Counters:
     return counters_.data();
   case Region::Sampled:
@@ -155,9 +155,7 @@ absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
       args.push_back(address(a));
     if (l.kernel == kGemm) {
       // The very call the cuda device makes, run by the stand-in.
-      if (absl::Status s = emuBlasMatmul(
-              blasMatmulOf(l.gemm, count_, args[0], args[1], args[2],
-                           args.size() > 3 ? args[3] : nullptr));
+      if (absl::Status s = emuBlasMatmul(blasMatmulOf(l.gemm, count_, args));
           !s.ok()) {
         runningLaunch.store(nullptr);
         return absl::Status(

@@ -236,8 +236,8 @@ void PlanDevice::recordLaunch(const Launch &l, double micros) {
   for (const Argument &a : l.args)
     if (a.region == Region::Weight)
       s.weightBytes += weightBytes_[a.weight];
-    else if (a.region == Region::Dequantized && l.kernel == kGemm)
-      s.weightBytes += l.gemm.n * l.gemm.k * 2; // the dequantized weight
+  if (l.kernel == kGemm && l.args[1].region == Region::Dequantized)
+    s.weightBytes += l.gemm.n * l.gemm.k * (l.gemm.fp8 ? 1 : 2); // its W
 }
 
 std::vector<MemoryPart> gpuMemoryBeside(const Program &program,

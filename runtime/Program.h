@@ -15,8 +15,8 @@
 #include "runtime/QuantFormat.h"
 
 #include <array>
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +41,9 @@ enum class Region {
   RowSequence, // int32 [rows]: the sequence (slot) of each row: a prefill's
                // rows are all one sequence, a batch's one row each
   Dequantized, // f16 [n, k]: a quantized weight dequantized for the cuBLAS
-               // GEMM after it (Program::dequantizedHalves)
+               // GEMM after it; for the FP8 GEMM its e4m3 codes and scales
+               // and the activation's (Program::dequantizedHalves), at an
+               // offset in bytes
 };
 
 struct Argument {
@@ -89,6 +91,11 @@ struct GemmShape {
   /// D's (and C's) element type: f32 (the workspace, for an epilogue
   /// kernel) or f16 (an activation in the arena: no epilogue kernel).
   bool f16Out = false;
+  /// cuBLASLt's FP8 GEMM (quant-gemm=2): A [m, k] and W [n, k] are e4m3
+  /// codes in Region::Dequantized, each with an f32 scale a row (two more
+  /// args after C: A's [m], then W's [n]), D[i, j] = sA[i] sW[j] sum_p
+  /// A[i, p] W[j, p] (+ C), cuBLAS's outer-vector scaling.
+  bool fp8 = false;
 
   /// The rows this GEMM multiplies in a step of `count` real rows, and the
   /// first of them.
@@ -103,7 +110,8 @@ struct GemmShape {
 /// The largest GemmShape::algo (the heuristic is asked for this many + 1).
 constexpr int kMaxGemmAlgo = 7;
 
-/// Launch::kernel of a cuBLAS GEMM; its args are A, W, D and C (beta 1).
+/// Launch::kernel of a cuBLAS GEMM; its args are A, W, D and C (beta 1),
+/// then the FP8 GEMM's scales (A's, W's).
 constexpr int kGemm = -1;
 
 /// When a launch of a prefill plan runs: always, or only when the step's
@@ -162,7 +170,7 @@ struct Program {
   int64_t tableBlocks = 0; // blocks in a sequence's table row
   int64_t workspaceFloats = 0, counters = 0;
   /// Region::Dequantized's size: the largest quantized weight a plan
-  /// dequantizes for cuBLAS (0: none does).
+  /// dequantizes for cuBLAS, or the FP8 GEMM's operands (0: none does).
   int64_t dequantizedHalves = 0;
   std::vector<Launch> decode;    // one new token, ending with its sampling
   int64_t decodeLogits = 0;      // arena offset of the [1, V] f32 logits
@@ -183,6 +191,15 @@ struct Program {
   }
   const StepPlan &prefillFor(int64_t tokens) const {
     return planFor(prefill, tokens);
+  }
+  /// Whether a plan runs cuBLASLt's FP8 GEMM (GemmShape::fp8): sm_89 on.
+  bool usesFp8Gemm() const {
+    for (const auto *plans : {&prefill, &batches})
+      for (const StepPlan &plan : *plans)
+        for (const Launch &l : plan.launches)
+          if (l.kernel == kGemm && l.gemm.fp8)
+            return true;
+    return false;
   }
 };
 

@@ -93,11 +93,11 @@ build/bin/kiln compile test/fixtures/tiny-dh128/model --quantize int4-g128 \
 # fixture: quantized.txt, a line a bundle (name, weights, fixture folder,
 # tolerance: fp8 caches at head dim 32 get 0.2, docs/kv-cache.md).
 : >gpu-kit/quantized.txt
-quantized() { # NAME WEIGHTS FIXTURE TOL KILN-OPTIONS...
+quantized() { # NAME WEIGHTS FIXTURE TOL KILN-OPTIONS... (targets: $targets)
   local name=$1 weights=$2 fixture=$3 tol=$4
   shift 4
   build/bin/kiln compile "$weights" -o "gpu-kit/$name.kiln" \
-    --target sm_80,sm_90 "$@" >/dev/null
+    --target "${targets:-sm_80,sm_90}" "$@" >/dev/null
   echo "$name $weights $fixture $tol" >>gpu-kit/quantized.txt
 }
 F=test/fixtures
@@ -108,6 +108,11 @@ quantized q-tiny-mha-gptq-act $F/quant/tiny-mha-gptq-4b-g32-actorder/model $F/qu
 quantized q-tiny-dh128-kv-int8 $F/tiny-dh128/model $F/kv-cache/tiny-dh128-kv-int8 5e-2 --kv-dtype int8
 quantized q-tiny-dh128-kv-fp8 $F/tiny-dh128/model $F/kv-cache/tiny-dh128-kv-fp8 5e-2 --kv-dtype fp8
 quantized q-tiny-mha-kv-fp8 $F/tiny-mha/model $F/kv-cache/tiny-mha-kv-fp8 0.2 --kv-dtype fp8
+# W8A8 (cuBLASLt's FP8 GEMM: sm_89 on), against transformers with the same
+# activation rounding: 0.2, the f16 activations' e4m3 boundary crossings
+# (docs/quantization.md, "W8A8").
+targets=sm_90 quantized q-tiny-dh128-fp8-w8a8 $F/tiny-dh128/model \
+  $F/quant/tiny-dh128-fp8-w8a8 0.2 --quantize fp8 --kernel-options quant-gemm=2
 # llama2-7b's shapes, for the benchmark with --random-weights: batches of up
 # to 32 sequences of up to 2304 tokens (a 37.7 GB KV pool); and the cost
 # model's bytes, FLOPs and predicted times (H200, H100) of the steps

@@ -21,6 +21,7 @@ GpuModel gh100(const char *name, const char *shortName, double hbm) {
   g.fmaLanesPerSm = 128;
   g.flops = g.sms * g.fmaLanesPerSm * 2 * g.clockHz;
   g.tensorFlops = g.sms * 4096.0 * g.clockHz;
+  g.fp8TensorFlops = 2 * g.tensorFlops;
   g.mmaSyncShare = 2.0 / 3.0;
   g.dependentLaunch = true;
   return g;
@@ -53,6 +54,7 @@ std::vector<GpuModel> gpuModelsFor(const std::string &target) {
     a100.fmaLanesPerSm = 64;
     a100.flops = a100.sms * a100.fmaLanesPerSm * 2 * a100.clockHz;
     a100.tensorFlops = a100.sms * 2048.0 * a100.clockHz;
+    a100.fp8TensorFlops = 0; // no FP8 tensor cores
     a100.mmaSyncShare = 1.0;
     a100.sharedBytesPerSm = 164 * 1024;
     return {a100};
@@ -175,15 +177,17 @@ std::optional<double> launchMicros(const GpuModel &gpu, const LaunchCost &l) {
   return e->micros;
 }
 
-double gemmBytes(int64_t m, int64_t n, int64_t k) {
-  return (double(m) * double(k) + double(n) * double(k)) * 2 +
+double gemmBytes(int64_t m, int64_t n, int64_t k, bool fp8) {
+  return (double(m) * double(k) + double(n) * double(k)) * (fp8 ? 1 : 2) +
          double(m) * double(n) * 4;
 }
 
-double gemmMicros(const GpuModel &gpu, int64_t m, int64_t n, int64_t k) {
+double gemmMicros(const GpuModel &gpu, int64_t m, int64_t n, int64_t k,
+                  bool fp8) {
   double flops = 2.0 * double(m) * double(n) * double(k);
-  return std::max(flops / gpu.tensorFlops,
-                  gemmBytes(m, n, k) / gpu.reachableHbm()) *
+  double peak =
+      fp8 && gpu.fp8TensorFlops > 0 ? gpu.fp8TensorFlops : gpu.tensorFlops;
+  return std::max(flops / peak, gemmBytes(m, n, k, fp8) / gpu.reachableHbm()) *
              1e6 +
          gpu.launchMicros;
 }

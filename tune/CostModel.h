@@ -39,6 +39,10 @@ struct GpuModel {
   double hbmEfficiency = 0.9;
   double flops = 61.8e12;        // fp32 on CUDA cores: sms x 128 x 2 x clock
   double tensorFlops = 989.4e12; // fp16 in, fp32 accumulate, dense
+  /// e4m3 in, fp32 accumulate, dense: twice fp16's on sm_89 and sm_90
+  /// (cuBLASLt's FP8 GEMM reached 1.8x its f16 GEMM on an H200,
+  /// bench/RESULTS.md); 0 where there are no FP8 tensor cores.
+  double fp8TensorFlops = 1978.9e12;
   /// The share of tensorFlops warp-level mma.sync (SASS HMMA) reaches: on
   /// sm_90 only wgmma (HGMMA) reaches the peak.
   double mmaSyncShare = 2.0 / 3.0;
@@ -152,9 +156,12 @@ std::optional<double> launchMicros(const GpuModel &gpu, const LaunchCost &l);
 /// which of cuBLASLt's is fastest only a GPU can say. A residual GEMM (f16
 /// D = A . W^T + C, C f16) moves the same 4 bytes an output as an f32 D;
 /// the LM head of a prompt read back by no one is m = 1.
-double gemmMicros(const GpuModel &gpu, int64_t m, int64_t n, int64_t k);
+/// With `fp8`, cuBLASLt's FP8 GEMM: A and W a byte an element, at the
+/// FP8 tensor peak.
+double gemmMicros(const GpuModel &gpu, int64_t m, int64_t n, int64_t k,
+                  bool fp8 = false);
 /// The bytes gemmMicros counts: A and W once, 4 bytes an output.
-double gemmBytes(int64_t m, int64_t n, int64_t k);
+double gemmBytes(int64_t m, int64_t n, int64_t k, bool fp8 = false);
 
 } // namespace kiln
 

@@ -183,15 +183,16 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
     int64_t rows = lastRow ? 1 : batch ? planRows : shape.rows;
     if (gemm) {
       int64_t m = l.gemm.rowsFor(batch ? planRows : shape.rows);
-      call.bytes = gemmBytes(m, l.gemm.n, l.gemm.k);
+      call.bytes = gemmBytes(m, l.gemm.n, l.gemm.k, l.gemm.fp8);
       call.flops = 2.0 * double(m) * double(l.gemm.n) * double(l.gemm.k);
-      call.micros = gemmMicros(gpu, m, l.gemm.n, l.gemm.k);
+      call.micros = gemmMicros(gpu, m, l.gemm.n, l.gemm.k, l.gemm.fp8);
       call.launchMicros = gpu.launchMicros;
       call.tensorCores = call.predicted = true;
-      call.bound =
-          call.flops / gpu.tensorFlops > call.bytes / gpu.reachableHbm()
-              ? "tensor peak"
-              : "memory";
+      double peak = l.gemm.fp8 && gpu.fp8TensorFlops > 0 ? gpu.fp8TensorFlops
+                                                         : gpu.tensorFlops;
+      call.bound = call.flops / peak > call.bytes / gpu.reachableHbm()
+                       ? "tensor peak"
+                       : "memory";
     } else {
       LaunchCost cost;
       cost.grid = l.grid;
@@ -224,10 +225,24 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
           double n = double(dim(op->getOperand(1), 0));
           double k = double(dim(op->getOperand(1), 1));
           double s = double(rows);
-          call.bytes = double(estimateCost(op, {rows, shape.context})
-                                  .weightBytes) +
-                       s * k * 2 + s * n * 4;
+          call.bytes =
+              double(estimateCost(op, {rows, shape.context}).weightBytes) +
+              s * k * 2 + s * n * 4;
           call.flops = 2 * s * n * k;
+        } else if (kernel.contains(kFp8WeightSuffix)) {
+          // The FP8 GEMM's weight: W's packed bytes once, its codes
+          // written row-major (a byte each) with an f32 scale a row.
+          double n = double(dim(op->getOperand(1), 0));
+          double k = double(dim(op->getOperand(1), 1));
+          call.bytes =
+              double(estimateCost(op, {rows, shape.context}).weightBytes) +
+              n * k + n * 4;
+        } else if (kernel.contains(kQuantizeActivationSuffix)) {
+          // The activation quantizer: x [rows, k] f16 read (and the norm
+          // weight), its codes and a scale a row written.
+          double k = double(dim(op->getOperand(1), 1));
+          double s = double(rows);
+          call.bytes = s * k * 2 + k * 2 + s * k + s * 4;
         } else if (kernel.contains(kDequantizeSuffix)) {
           // The dequantize kernel: W's packed bytes once, W[n, k] f16
           // written (for the cuBLAS GEMM after it, which reads it again).

@@ -135,6 +135,16 @@ absl::StatusOr<LtMatmulDescs> makeLtMatmulDescs(const CublasLt &lt,
   setDesc(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(mm.transA));
   setDesc(CUBLASLT_MATMUL_DESC_TRANSB, int32_t(mm.transB));
   setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(mm.epilogue));
+  // FP8 inputs: an f32 scale a row of op(A) and a column of op(B), the
+  // pointers set at each call.
+  if (mm.scaleA || mm.scaleB) {
+    setDesc(CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+            int32_t(CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F));
+    setDesc(CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+            int32_t(CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F));
+    setDesc(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, mm.scaleA);
+    setDesc(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, mm.scaleB);
+  }
   auto layout = [&](cublasLtMatrixLayout_t &l, const BlasMatrix &x) {
     check(lt.layoutCreate(&l, cudaDataType_t(x.type), uint64_t(x.rows),
                           uint64_t(x.cols), int64_t(x.ld)),

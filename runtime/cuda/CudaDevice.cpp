@@ -334,8 +334,7 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
   if (absl::Status s = sendTables(); !s.ok())
     return s;
   for (const WeightBuffer &w : p.weights)
-    if (absl::Status s = alloc(weightBufferBytes(w), weights_[w.name]);
-        !s.ok())
+    if (absl::Status s = alloc(weightBufferBytes(w), weights_[w.name]); !s.ok())
       return s;
   if (weights.isRandom())
     return fillRandom(weights);
@@ -515,13 +514,10 @@ absl::Status CudaDevice::prepareLtGemms() {
       for (const Launch &l : plan.launches) {
         if (l.kernel != kGemm)
           continue;
-        auto at = [&](size_t i) {
-          return i < l.args.size()
-                     ? reinterpret_cast<void *>(address(l.args[i]))
-                     : nullptr;
-        };
-        BlasMatmul mm =
-            blasMatmulOf(l.gemm, plan.rows, at(0), at(1), at(2), at(3));
+        std::vector<void *> args;
+        for (const Argument &a : l.args)
+          args.push_back(reinterpret_cast<void *>(address(a)));
+        BlasMatmul mm = blasMatmulOf(l.gemm, plan.rows, args);
         if (!mm.usesLt())
           continue;
         if (auto made = ltGemm(mm, l.name); !made.ok())
@@ -595,6 +591,17 @@ absl::Status CudaDevice::blasMatmul(const BlasMatmul &mm, const Launch &l) {
     if (!g.ok())
       return g.status();
     const LtMatmulDescs &d = (*g)->descs;
+    // The scales' addresses are the call's (the descriptor is shared by
+    // every call of its shape).
+    for (auto [attr, scale] :
+         {std::pair{CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, mm.scaleA},
+          std::pair{CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, mm.scaleB}})
+      if (scale)
+        if (int r = lt_->descSetAttribute(d.desc, attr, &scale, sizeof scale))
+          return absl::InternalError(absl::StrCat(
+              "cuda device: cublasLtMatmulDescSetAttribute (scale pointer): "
+              "status ",
+              r, ", for ", describeBlasMatmul(mm)));
     int r = lt_->matmul(ltHandle_, d.desc, &mm.alpha, mm.a.data, d.a, mm.b.data,
                         d.b, &mm.beta, mm.c.data, d.c, mm.d.data, d.d,
                         &(*g)->algo, reinterpret_cast<void *>(blasWorkspace_),
@@ -649,11 +656,10 @@ absl::Status CudaDevice::enqueue(const Launch &l) {
     args.push_back(address(a));
   if (l.kernel == kGemm) {
     // The very call the emu device's stand-in runs (runtime/BlasMatmul.h).
-    auto ptr = [&](size_t i) {
-      return i < args.size() ? reinterpret_cast<void *>(args[i]) : nullptr;
-    };
-    return blasMatmul(
-        blasMatmulOf(l.gemm, count_, ptr(0), ptr(1), ptr(2), ptr(3)), l);
+    std::vector<void *> ptrs;
+    for (CUdeviceptr a : args)
+      ptrs.push_back(reinterpret_cast<void *>(a));
+    return blasMatmul(blasMatmulOf(l.gemm, count_, ptrs), l);
   }
   std::vector<void *> params;
   for (CUdeviceptr &a : args)

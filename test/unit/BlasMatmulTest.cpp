@@ -3,9 +3,11 @@
 // residual accumulated with beta 1, in place or not; all rows, the real
 // rows, the last real row) in kiln's row-major terms, and the column-major
 // call in general (transposes, leading dimensions, batch strides, alpha and
-// beta), to the bit. What the stand-in does not implement is refused.
+// beta), to the bit; the FP8 GEMM (e4m3 A and W, an f32 scale a row of
+// each) likewise. What the stand-in does not implement is refused.
 #include "runtime/BlasMatmul.h"
 #include "runtime/DType.h"
+#include "runtime/QuantFormat.h"
 
 #include <gtest/gtest.h>
 
@@ -109,6 +111,68 @@ TEST(BlasMatmul, EveryGemmKilnMakesMatchesTheRowMajorReference) {
     // C is read, never written, when it is not D.
     EXPECT_EQ(c16Copy, c16);
     EXPECT_EQ(c32Copy, c32);
+  }
+}
+
+// The FP8 GEMM (quant-gemm=2): row-major D[r, j] = round(sW[j] sA[r]
+// sum_p e4m3(A[r, p]) e4m3(W[j, p]) (+ C[r, j])) over the rows the shape
+// multiplies, A's scale pointer moved down with A; every other row
+// untouched.
+TEST(BlasMatmul, Fp8GemmIsTheScaledSumOfTheDecodedCodes) {
+  const int64_t m = 12, n = 40, k = 32;
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> byte(0, 255);
+  auto codes = [&](int64_t count) {
+    std::vector<uint8_t> out(count);
+    for (uint8_t &b : out) {
+      b = uint8_t(byte(rng));
+      if ((b & 0x7f) == 0x7f) // e4m3's NaN codes: no quantizer writes them
+        b ^= 1;
+    }
+    return out;
+  };
+  std::vector<uint8_t> a = codes(m * k), w = codes(n * k);
+  std::vector<float> sa(m), sw(n);
+  for (int64_t i = 0; i < m; ++i)
+    sa[i] = 0.01f * float(i + 1);
+  for (int64_t j = 0; j < n; ++j)
+    sw[j] = 0.003f * float(j + 2);
+  std::vector<uint16_t> c16 = randomHalves(m * n, 4);
+  for (const KilnCase &t : {KilnCase{GemmRows::Count, 0, false, false, 7},
+                            KilnCase{GemmRows::All, 1, true, false, 12},
+                            KilnCase{GemmRows::Last, 1, true, false, 5}}) {
+    SCOPED_TRACE(name(t));
+    GemmShape g{m, n, k, -1};
+    g.rows = t.rows;
+    g.beta = t.beta;
+    g.f16Out = t.f16Out;
+    g.fp8 = true;
+    std::vector<uint16_t> d16(m * n, kUntouched);
+    std::vector<float> d32(m * n, kUntouchedF);
+    void *d = t.f16Out ? static_cast<void *>(d16.data()) : d32.data();
+    BlasMatmul mm =
+        blasMatmulOf(g, t.count, a.data(), w.data(), d,
+                     t.beta ? c16.data() : nullptr, sa.data(), sw.data());
+    ASSERT_TRUE(emuBlasMatmul(mm).ok()) << emuBlasMatmul(mm);
+    int64_t first = t.rows == GemmRows::Last ? t.count - 1 : 0;
+    int64_t last = t.rows == GemmRows::All ? m : t.count;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t at = r * n + j;
+        float acc = 0.0f;
+        for (int64_t p = 0; p < k; ++p)
+          acc += e4m3ToFloat(a[r * k + p]) * e4m3ToFloat(w[j * k + p]);
+        float y = sw[j] * sa[r] * acc;
+        if (t.beta)
+          y += halfToFloat(c16[at]);
+        bool done = r >= first && r < last;
+        if (t.f16Out)
+          ASSERT_EQ(d16[at], done ? floatToHalf(y) : kUntouched)
+              << "row " << r << " column " << j;
+        else
+          ASSERT_EQ(d32[at], done ? y : kUntouchedF)
+              << "row " << r << " column " << j;
+      }
   }
 }
 
@@ -262,7 +326,30 @@ TEST(BlasMatmul, WhatTheStandInDoesNotImplementIsRefused) {
   refused(mm, "CUBLASLT_EPILOGUE_DEFAULT");
   mm = good();
   mm.a.type = BlasType::F32;
-  refused(mm, "A and B must be f16");
+  refused(mm, "A and B must both be f16 or both e4m3");
+  // The FP8 GEMM: both inputs e4m3 and both scales, TN, k a multiple of 16.
+  std::vector<uint8_t> a8(16 * 16), w8(6 * 16);
+  std::vector<float> s8(16, 1.0f), d8(16 * 6);
+  GemmShape g8{16, 6, 16, -1};
+  g8.fp8 = true;
+  auto fp8 = [&] {
+    return blasMatmulOf(g8, 16, a8.data(), w8.data(), d8.data(), nullptr,
+                        s8.data(), s8.data());
+  };
+  ASSERT_TRUE(emuBlasMatmul(fp8()).ok()) << emuBlasMatmul(fp8());
+  mm = fp8();
+  mm.scaleB = nullptr;
+  refused(mm, "e4m3 inputs take both outer-vector scales");
+  mm = good();
+  mm.scaleA = s8.data();
+  refused(mm, "f16 inputs none");
+  mm = fp8();
+  mm.b.type = BlasType::F16;
+  refused(mm, "A and B must both be f16 or both e4m3");
+  mm = fp8();
+  mm.k = 8;
+  mm.a.rows = mm.b.rows = 8;
+  refused(mm, "multiples of 16");
   mm = good();
   mm.beta = 1.0f;
   mm.c.type = BlasType::F16; // C of another type than D

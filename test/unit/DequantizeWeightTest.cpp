@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <random>
+#include <tuple>
 
 namespace kiln {
 namespace {
@@ -122,6 +123,43 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.norm ? "_norm" : "") +
              (info.param.fp8Cvt ? "_cvt" : "");
     });
+
+// The FP8 GEMM's form of an fp8 buffer (quant-gemm=2): codes[rows, cols]
+// row-major, each the canonical form's byte unchanged, and the rows'
+// scales as f32, exactly; the norm section (when the buffer has one) is
+// not multiplied in (the activation quantizer takes it), and nothing is
+// written past `rows`.
+TEST(DequantizeWeightE4m3, IsTheCodesRowMajorAndTheScalesAsFloat) {
+  for (auto [rows, cols, norm, smCount] :
+       {std::tuple{40, 256, true, 1}, std::tuple{24, 2048, false, 64},
+        std::tuple{136, 2048, true, 1}}) {
+    QuantFormat fp8 = *QuantFormat::parse("fp8");
+    QuantizedMatrix q = quantizedRandom(fp8, rows, cols, 23);
+    std::vector<uint16_t> g(cols, floatToHalf(1.5f)); // [cols] f16
+    std::vector<uint8_t> buf = packForKernels(q, norm ? g.data() : nullptr);
+    CudaKernel k = emitDequantizeWeight(fp8, rows, cols, norm, "test.fp8w",
+                                        smCount, /*e4m3=*/true);
+    auto fns = compileEmuKernels(
+        {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
+    ASSERT_TRUE(fns.ok()) << fns.status();
+    const int64_t padded = (rows + 15) / 16 * 16;
+    std::vector<uint8_t> codes(padded * cols, 0xa5); // [padded, cols]
+    std::vector<float> scales(padded, -7.0f);        // [padded]
+    void *args[] = {buf.data(), codes.data(), scales.data()};
+    (*fns)[0](unsigned(k.grid[0]), unsigned(k.grid[1]), unsigned(k.grid[2]),
+              unsigned(k.blockThreads), args);
+    EXPECT_TRUE(std::equal(q.codes.begin(), q.codes.end(), codes.begin()))
+        << rows << " x " << cols << ": the codes differ";
+    for (int64_t r = 0; r < rows; ++r)
+      EXPECT_EQ(scales[r], halfToFloat(q.scales[r])) << "row " << r;
+    EXPECT_TRUE(std::all_of(codes.begin() + rows * cols, codes.end(),
+                            [](uint8_t b) { return b == 0xa5; }))
+        << "a padding row's codes were written";
+    EXPECT_TRUE(std::all_of(scales.begin() + rows, scales.end(), [](float s) {
+      return s == -7.0f;
+    })) << "a padding row's scale was written";
+  }
+}
 
 } // namespace
 } // namespace kiln

@@ -1,7 +1,7 @@
 //===- Compile.cpp - kiln compile -----------------------------------------===//
+#include "codegen/BuildProgram.h"
 #include "codegen/KernelCache.h"
 #include "codegen/Nvrtc.h"
-#include "codegen/BuildProgram.h"
 #include "inspect/KernelGraph.h"
 #include "ir/KilnOps.h"
 #include "passes/Passes.h"
@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -147,6 +148,19 @@ absl::Status writeBundleFor(const CompiledModel &m, const CodegenOptions &knobs,
   if (!program)
     return absl::InvalidArgumentError(
         absl::StrCat(m.source.name, ": ", toString(program.takeError())));
+  // cuBLASLt's FP8 GEMM needs FP8 tensor cores (Ada and Hopper on).
+  if (program->usesFp8Gemm())
+    for (const std::string &arch : archs) {
+      llvm::StringRef digits(arch);
+      int sm = 0;
+      if (!digits.consume_front("sm_") ||
+          digits.take_while([](char c) { return llvm::isDigit(c); })
+              .getAsInteger(10, sm) ||
+          sm < 89)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--target ", arch,
+            ": quant-gemm=2 (cuBLASLt's FP8 GEMM) needs sm_89 or later"));
+    }
   KernelCache cache(cacheDirFlag.empty() ? KernelCache::defaultDir()
                                          : std::string(cacheDirFlag));
   int hits = 0;

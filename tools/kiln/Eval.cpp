@@ -91,8 +91,9 @@ absl::StatusOr<std::unique_ptr<Device>> deviceFor(const std::string &where,
                                                   const CompiledModel &m,
                                                   const WeightSet &weights,
                                                   const CodegenOptions &knobs) {
-  if (where == "ref")
-    return RefDevice::create(*m.module, weights);
+  if (where == "ref") // quant-gemm=2's rounded inputs, as the kernels'
+    return RefDevice::create(*m.module, weights,
+                             {.fp8Activations = knobs.quantGemm == 2});
   auto program = buildProgram(*m.module, knobs);
   if (!program)
     return absl::InvalidArgumentError(

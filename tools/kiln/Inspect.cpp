@@ -86,7 +86,8 @@ void printLaunches(const Program &p, const std::vector<Launch> &launches) {
     os << ":";
     for (const Argument &a : l.args) {
       os << " " << regionName(a.region);
-      if (a.region == Region::Arena || a.region == Region::Pool)
+      if (a.region == Region::Arena || a.region == Region::Pool ||
+          (a.region == Region::Dequantized && a.offset))
         os << "+" << a.offset;
       if (a.region == Region::Weight)
         os << "(" << a.weight << ")";
@@ -125,8 +126,9 @@ int runInspect() {
                           ? p.kvDtype + " codes, an f16 scale a head"
                           : p.kvDtype);
   if (p.dequantizedHalves > 0)
-    os << "  dequantized " << p.dequantizedHalves
-       << " halves: the largest quantized weight dequantized for cuBLAS\n";
+    os << "  dequantized " << p.dequantizedHalves * 2
+       << " bytes: the largest quantized weight dequantized for cuBLAS (or "
+          "the FP8 GEMM's e4m3 operands and scales)\n";
   os << "  kernels   " << p.kernels.size() << "\n";
   for (const KernelCode &k : p.kernels) {
     os << llvm::formatv("    {0,-34} {1} bytes of CUDA C++", k.name,

@@ -1,7 +1,7 @@
 //===- Run.cpp - kiln run -------------------------------------------------===//
+#include "codegen/BuildProgram.h"
 #include "codegen/KernelCache.h"
 #include "codegen/Nvrtc.h"
-#include "codegen/BuildProgram.h"
 #include "reference/RefDevice.h"
 #include "runtime/Bundle.h"
 #include "runtime/EmuDevice.h"
@@ -121,7 +121,6 @@ cl::opt<bool> randomWeights(
              "checkpoint (presets such as llama2-7b; for benchmarks; emu and "
              "cuda)"),
     cl::sub(runCommand()));
-
 
 } // namespace
 
@@ -345,7 +344,9 @@ int runRun() {
       else
         dev = EmuDevice::create(std::move(*program), provider());
     } else {
-      dev = RefDevice::create(*compiled->module, *weights);
+      // quant-gemm=2's rounded inputs, as the kernels'.
+      dev = RefDevice::create(*compiled->module, *weights,
+                              {.fp8Activations = knobs->quantGemm == 2});
     }
   }
   if (!dev.ok())

@@ -93,14 +93,15 @@ StepLaunches countLaunches(const Program &p,
 
 /// What the cuBLAS GEMMs of a step (as a server runs it) write and over
 /// which rows: "cuBLAS GEMMs: 64 onto the residual (beta 1, f16 out), 65
-/// to f32 for an epilogue kernel; 128 of the real rows, 1 of the last";
-/// empty without any.
+/// to f32 for an epilogue kernel; 128 of the real rows, 1 of the last",
+/// and how many are FP8; empty without any.
 std::string gemmLine(const std::vector<Launch> &launches) {
-  int64_t residual = 0, f16 = 0, f32 = 0, real = 0, last = 0, all = 0;
+  int64_t residual = 0, f16 = 0, f32 = 0, real = 0, last = 0, all = 0, fp8 = 0;
   for (const Launch &l : launches) {
     if (l.kernel != kGemm || l.when == LaunchWhen::EveryLogit)
       continue;
     ++(l.gemm.beta ? residual : l.gemm.f16Out ? f16 : f32);
+    fp8 += l.gemm.fp8;
     ++(l.gemm.rows == GemmRows::Count  ? real
        : l.gemm.rows == GemmRows::Last ? last
                                        : all);
@@ -118,8 +119,11 @@ std::string gemmLine(const std::vector<Launch> &launches) {
   add(rows, all, "of the whole bucket");
   if (out.empty())
     return "";
-  return "cuBLAS GEMMs: " + llvm::join(out, ", ") + "; " +
-         llvm::join(rows, ", ");
+  std::string line =
+      "cuBLAS GEMMs: " + llvm::join(out, ", ") + "; " + llvm::join(rows, ", ");
+  if (fp8 > 0)
+    line += llvm::formatv("; {0} FP8 (e4m3 inputs, quant-gemm=2)", fp8);
+  return line;
 }
 
 /// "163 launches: 162 kernels + 1 sampling", with the GEMMs when there are.
@@ -221,10 +225,14 @@ void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
     os << llvm::formatv("    kv pool      {0} ({1} blocks of {2} tokens)\n",
                         size(pool.getBytes()), pool.getBlocks(),
                         pool.getBlockSize());
-  if (program && program->dequantizedHalves > 0)
-    os << llvm::formatv("    dequantized  {0} (the largest quantized weight "
-                        "as f16, for cuBLAS's GEMMs of long prompts)\n",
-                        size(program->dequantizedHalves * 2));
+  if (program && program->dequantizedHalves > 0) {
+    os << llvm::formatv(
+        "    dequantized  {0} ({1})\n", size(program->dequantizedHalves * 2),
+        program->usesFp8Gemm()
+            ? "the FP8 GEMM's e4m3 weight and activation, and their scales"
+            : "the largest quantized weight as f16, for cuBLAS's GEMMs of "
+              "long prompts");
+  }
 }
 
 namespace {
