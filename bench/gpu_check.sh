@@ -18,7 +18,8 @@
 #   - measures llama2-7b (random fp16 weights): decode tokens/s at batch 1
 #     after prompts of 128 and 2048 tokens, throughput at batches of 8 and
 #     32, and the prefill time of 512- and 2048-token prompts (time to
-#     first token);
+#     first token); and quantized (int4-g128, fp8), decode at batch 1 and
+#     fp8's W8A8 prefill of 2048 tokens, each against f16;
 #   - profiles llama2-7b's steps at batches 1 and 32 (kiln-run --profile:
 #     each kernel's share of the step and its weight bandwidth; with the
 #     kit's costs file, each kernel's achieved GB/s and TFLOP/s and the
@@ -521,6 +522,47 @@ PY
   fi
 done <<<"$cases"
 ((said)) && say ""
+
+# Quantized llama2-7b (issue 17's speed targets), where the kit has the
+# bundles (the cuda kit does, the emu kit not): decode at batch 1 after a
+# 128-token prompt in int4-g128 and fp8, and fp8's W8A8 prefill
+# (quant-gemm=2) of a 2048-token prompt, each beside the f16 row above.
+qsaid=0
+for q in int4-g128:decode-128 fp8-w8a8:decode-128 fp8-w8a8:ttft-2048; do
+  bundle="$kit/llama2-7b-${q%%:*}.kiln" shape=${q##*:}
+  [ -f "$bundle" ] && [ -f "$work/prompts-$shape.txt" ] || continue
+  if ((!qsaid)); then
+    say "$name, random weights, quantized (kiln-run; the f16 row is the table's below):"
+    say ""
+    say "| weights | case | kiln | f16 | speedup over f16 |"
+    say "|---|---|---|---|---|"
+    qsaid=1
+  fi
+  read -r n < <(awk -v s="$shape" '$1 == s {print $3}' <<<"$cases")
+  log="$work/7b-${q%%:*}-$shape.txt"
+  if model="$bundle" run_7b "$(box 40 250)" "$shape" 1 "$n" >"$log" 2>&1; then
+    result=$(python3 - "$log" "$kiln_rows" "$shape" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+f16 = {r.split("\t")[0]: r.split("\t") for r in open(sys.argv[2]).read().splitlines()}
+shape = sys.argv[3]
+if shape.startswith("ttft"):
+    got = float(re.search(r"prefill +([0-9.]+) ms", text).group(1))
+    base = float(f16[shape][4]) if shape in f16 else 0
+    print(f"{got:.1f} ms | " + (f"{base:.1f} ms | {base / got:.2f}x" if base else "- | -"))
+else:
+    got = 1000 / float(re.search(r"decode +([0-9.]+) ms/token", text).group(1))
+    base = float(f16[shape][5]) if shape in f16 else 0
+    print(f"{got:.0f} tokens/s | " + (f"{base:.0f} tokens/s | {got / base:.2f}x" if base else "- | -"))
+PY
+)
+  else
+    not_run "$log"
+    result="$(cell "$result") | - | -"
+  fi
+  say "| ${q%%:*} | $shape | $result |"
+done
+((qsaid)) && say ""
 
 # Where the time goes: every launch of llama2-7b's prefill and decode
 # steps timed alone (kiln-run --profile; the second of two runs): a

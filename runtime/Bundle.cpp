@@ -376,7 +376,9 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   p.dequantizedHalves = j.contains("dequantized_halves")
                             ? jsonInteger<int64_t>(j.at("dequantized_halves"))
                             : 0;
-  if (p.dequantizedHalves < 0)
+  // At most 2^40 halves (2 TiB): the offsets and sizes checked against it
+  // stay inside int64_t.
+  if (p.dequantizedHalves < 0 || p.dequantizedHalves > (int64_t(1) << 40))
     return absl::InvalidArgumentError(
         absl::StrCat("dequantized_halves is ", p.dequantizedHalves));
   for (const Json &k : j.at("kernels"))
