@@ -21,7 +21,10 @@
 // through shared memory. Decode's one token is staged in shared memory
 // first (times g, in the B fragments' order: one 8-byte load a lane a
 // k-step), and the registers are capped for 32 warps an SM (16 with
-// SwiGLU): 3.27 -> 2.59 ms a llama2-7b int4-g128 decode step on an H200. Rows
+// SwiGLU): 3.27 -> 2.59 ms a llama2-7b int4-g128 decode step on an H200.
+// Spans start on a group, so that which k-steps start one is known when
+// unrolled: no group bookkeeping in the others (29 SASS instructions a
+// k-step of int4-g128 instead of 47). Rows
 // at and past the step's count are not loaded (zero fragments). It waits for
 // the previous kernel (PDL) after issuing its first loads of W, before it reads
 // x.
@@ -158,7 +161,17 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   tiles[0] = live ? wt : 0;
   if constexpr (SWIGLU)
     tiles[PARTS - 1] = live ? wt + WARP_TILES : 0;
-  constexpr int SPAN = (LOADS + SPLIT_K - 1) / SPLIT_K;
+  // Groups: KPG k-steps each. A warp's span starts on a group (whole
+  // groups of loads a span) and a pass of UNROLL loads holds whole groups,
+  // or there is one group: then which k-steps start a group is known when
+  // the loop is unrolled, and the group bookkeeping of the others compiles
+  // away (it was most of a decode k-step's instructions).
+  constexpr int KPG = GROUP / 16, LPG = KPG > STEPS ? KPG / STEPS : 1;
+  constexpr int SPAN = ((LOADS + SPLIT_K - 1) / SPLIT_K + LPG - 1) / LPG * LPG;
+  constexpr bool ONE_GROUP = GROUPS == 1;
+  constexpr bool STATIC_GROUPS =
+      ONE_GROUP || ((KPG % STEPS == 0 || STEPS % KPG == 0) &&
+                    (UNROLL * STEPS) % KPG == 0);
   const int begin = part * SPAN;
   const int end = live ? min(LOADS, begin + SPAN) : begin;
   const uint4 *wp[PARTS];
@@ -239,16 +252,24 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
       }
     }
   };
-  // One k-step of every part: its group's zeros, the fragments, the mmas.
-  auto step = [&](const unsigned (&q)[PARTS][4], int s, int kstep) {
-    const int k0 = kstep * 16;
-    if (k0 / GROUP != group) {
-      flush();
-      group = k0 / GROUP;
+  // A group's start: the sums so far flushed, its zeros.
+  auto start = [&](int next) {
+    flush();
+    group = next;
 #pragma unroll
-      for (int p = 0; p < PARTS; ++p)
-        zero[p] =
-            kiln_quant_zeros<ZP, MIDDLE>(w, ZEROS, tiles[p], GROUPS, group, g);
+    for (int p = 0; p < PARTS; ++p)
+      zero[p] =
+          kiln_quant_zeros<ZP, MIDDLE>(w, ZEROS, tiles[p], GROUPS, group, g);
+  };
+  if constexpr (ONE_GROUP)
+    start(0);
+  // One k-step of every part: its group's zeros, the fragments, the mmas.
+  // `at` is its place in a pass (u * STEPS + s), known when unrolled.
+  auto step = [&](const unsigned (&q)[PARTS][4], int s, int kstep, int at) {
+    const int k0 = kstep * 16;
+    if constexpr (!ONE_GROUP) {
+      if (STATIC_GROUPS ? at % KPG == 0 : k0 / GROUP != group)
+        start(kstep / KPG);
     }
     unsigned a[PARTS][4];
 #pragma unroll
@@ -313,7 +334,7 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
           q[p][2] = cur[p][u].z, q[p][3] = cur[p][u].w;
 #pragma unroll
         for (int s = 0; s < STEPS; ++s)
-          step(q, s, (l + u) * STEPS + s);
+          step(q, s, (l + u) * STEPS + s, u * STEPS + s);
       }
     }
   }

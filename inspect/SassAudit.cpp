@@ -1098,6 +1098,9 @@ std::optional<double> metric(const KernelAudit &a, StringRef name) {
       {"input_loads_before_wait", a.gridWait.inputLoads},
       {"unwaited_loads", a.gridWait.unwaitedLoads},
       {"unwaited_stores", a.gridWait.unwaitedStores},
+      // The compute loop's instructions a pass (the JSON's
+      // compute.instructions): what a loop bound by issue spends.
+      {"compute_instructions", double(a.computeWork.instructions)},
   };
   for (auto [key, value] : figures)
     if (name == key)
