@@ -74,6 +74,25 @@ __device__ __forceinline__ unsigned kiln_prmt(unsigned a, unsigned b,
   return __byte_perm(a, b, sel);
 #endif
 }
+// lop3.b32: each bit of the result is LUT's bit (a << 2 | b << 1 | c) of
+// a's, b's and c's bits. (x & mask) | magic in one instruction (LUT 0xea),
+// where the compiler would emit an AND and an OR.
+template <int LUT>
+__device__ __forceinline__ unsigned kiln_lop3(unsigned a, unsigned b,
+                                              unsigned c) {
+#ifdef KILN_CUDA_EMU_H
+  unsigned r = 0;
+  for (int i = 0; i < 8; ++i)
+    if (LUT >> i & 1)
+      r |= (i & 4 ? a : ~a) & (i & 2 ? b : ~b) & (i & 1 ? c : ~c);
+  return r;
+#else
+  unsigned r;
+  asm("lop3.b32 %0, %1, %2, %3, %4;" : "=r"(r) : "r"(a), "r"(b), "r"(c),
+      "n"(LUT));
+  return r;
+#endif
+}
 __device__ __forceinline__ __half2 kiln_bits_half2(unsigned u) {
   return *reinterpret_cast<const __half2 *>(&u);
 }
@@ -145,16 +164,19 @@ __device__ __forceinline__ void kiln_dequant(const unsigned *q,
     const unsigned lo = q[0], hi = q[0] >> 8;
     // (1024 + 16 c) / 16 - (64 + z) = c - z
     const __half2 sixteenth = __floats2half2_rn(0.0625f, 0.0625f);
-    a[0] = kiln_half2_bits(
-        __hsub2(kiln_bits_half2((lo & 0x000f000f) | 0x64006400), z.lo));
+    constexpr int AND_OR = 0xea; // (a & b) | c
+    a[0] = kiln_half2_bits(__hsub2(
+        kiln_bits_half2(kiln_lop3<AND_OR>(lo, 0x000f000f, 0x64006400)),
+        z.lo));
     a[1] = kiln_half2_bits(kiln_hfma2(
-        kiln_bits_half2((lo & 0x00f000f0) | 0x64006400), sixteenth,
-        __hneg2(z.hi16)));
-    a[2] = kiln_half2_bits(
-        __hsub2(kiln_bits_half2((hi & 0x000f000f) | 0x64006400), z.lo));
+        kiln_bits_half2(kiln_lop3<AND_OR>(lo, 0x00f000f0, 0x64006400)),
+        sixteenth, __hneg2(z.hi16)));
+    a[2] = kiln_half2_bits(__hsub2(
+        kiln_bits_half2(kiln_lop3<AND_OR>(hi, 0x000f000f, 0x64006400)),
+        z.lo));
     a[3] = kiln_half2_bits(kiln_hfma2(
-        kiln_bits_half2((hi & 0x00f000f0) | 0x64006400), sixteenth,
-        __hneg2(z.hi16)));
+        kiln_bits_half2(kiln_lop3<AND_OR>(hi, 0x00f000f0, 0x64006400)),
+        sixteenth, __hneg2(z.hi16)));
   } else if constexpr (KIND == 8) {
     // Bytes a0..a7; each pair 0x64 above it: 1024 + code.
     a[0] = kiln_half2_bits(__hsub2(
