@@ -220,6 +220,13 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
     }
     __syncthreads();
   }
+#ifndef KILN_CUDA_EMU_H
+  // This lane's place in xs as a .shared address, once: each k-step's load
+  // then takes it plus an offset, instead of the shared window's base again
+  // (S2R of the CTA id and its arithmetic, which the register cap made the
+  // compiler recompute every k-step).
+  const unsigned xs_at = kiln_shared_address(xs) + 8 * t;
+#endif
   // acc: all the groups' sums; part_acc: this group's.
   float acc[PARTS][NT][4], part_acc[PARTS][NT][4];
 #pragma unroll
@@ -281,9 +288,15 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
       const int r = i * 8 + g;
       if constexpr (STAGE_X) { // decode's one row, staged
         if (r == 0) {
+#ifdef KILN_CUDA_EMU_H
           const uint2 v = *reinterpret_cast<const uint2 *>(xs + k0 + 4 * t);
           b[0] = v.x;
           b[1] = v.y;
+#else
+          asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
+                       : "=r"(b[0]), "=r"(b[1])
+                       : "r"(xs_at + 2 * k0));
+#endif
         }
       } else if (r < rows) {
         __half2 x0, x1;
