@@ -155,9 +155,8 @@ emitDequantizeWeights(Operation *fn, const CodegenOptions &opts) {
   for (bool weight : {true, false}) {
     auto fp8 = emitForQuantizedMatmuls(
         fn, [&](KernelOpInterface op, Phase) -> llvm::Expected<CudaKernel> {
-          if (weightQuant(cast<RankedTensorType>(op->getOperand(1).getType()))
-                  ->kind != QuantKind::FP8)
-            return CudaKernel{};
+          if (quantGemmOf(op, QuantGemm::Fp8) != QuantGemm::Fp8)
+            return CudaKernel{}; // not an fp8 weight: none
           return weight ? emitDequantizeWeight(op, opts, true)
                         : emitQuantizeActivation(op, opts);
         });

@@ -18,16 +18,14 @@
 // With act-order the buffer's columns are permuted (each group's
 // contiguous) and x is gathered through the permutation.
 // With split-K, SPLIT_K warps share a tile, each a span of K, summed
-// through shared memory. Decode's one token is staged in shared memory
-// first (times g, in the B fragments' order: one 8-byte load a lane a
-// k-step), and the registers are capped for 32 warps an SM (16 with
-// SwiGLU): 3.27 -> 2.59 ms a llama2-7b int4-g128 decode step on an H200.
-// Spans start on a group, so that which k-steps start one is known when
-// unrolled: no group bookkeeping in the others (29 SASS instructions a
-// k-step of int4-g128 instead of 47). Rows
-// at and past the step's count are not loaded (zero fragments). It waits for
-// the previous kernel (PDL) after issuing its first loads of W, before it reads
-// x.
+// through shared memory. Spans start on a group, so that which k-steps
+// start one is known once the loop is unrolled and the others carry no
+// group bookkeeping. Decode's one token is staged in shared memory first
+// (times g, in the B fragments' order: one 8-byte load a lane a k-step,
+// by a .shared address taken once), and the registers are capped for 32
+// warps an SM (16 with SwiGLU). Rows at and past the step's count are not
+// loaded (zero fragments). It waits for the previous kernel (PDL) after
+// issuing its first loads of W, before it reads x.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
