@@ -207,6 +207,28 @@ absl::Status checkQuantizable(const LlamaConfig &c, const QuantFormat &f) {
 
 absl::StatusOr<FrontendOptions> optionsFor(const ModelSource &source,
                                            FrontendOptions opts) {
+  if (source.isGguf) {
+    // llama.cpp's converter writes q and k rows in Meta's order.
+    opts.ropeLayout = RopeLayout::interleaved;
+    if (opts.quantize && !source.ggufBlockTypes.empty())
+      return absl::InvalidArgumentError(absl::StrCat(
+          source.name, " is already quantized (", source.ggufBlockTypes,
+          "); --quantize applies to F32/F16/BF16 files"));
+    if (opts.quantize || !source.ggufFormat) {
+      ModelSource floats; // as a float checkpoint of the same shape
+      floats.config = source.config;
+      return optionsFor(floats, opts);
+    }
+    if (std::string e = unquantizable(source.config, *source.ggufFormat,
+                                      "cannot run on kiln's quantized "
+                                      "kernels");
+        !e.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat(source.name, ": ", source.ggufBlockTypes, " as ",
+                       source.ggufFormat->name(), ": ", e));
+    opts.quantize = source.ggufFormat;
+    return opts;
+  }
   if (!source.quantization) {
     if (opts.quantize)
       if (absl::Status s = checkQuantizable(source.config, *opts.quantize);

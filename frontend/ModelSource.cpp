@@ -1,5 +1,7 @@
 //===- ModelSource.cpp ----------------------------------------------------===//
 #include "frontend/ModelSource.h"
+#include "runtime/GgufFile.h"
+#include "runtime/GgufModel.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -33,6 +35,20 @@ absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
   ModelSource src;
   src.name = arg;
   std::error_code ec;
+  if (fs::is_regular_file(arg, ec) && GgufFile::looksLikeGguf(arg)) {
+    auto file = GgufFile::open(arg);
+    if (!file.ok())
+      return file.status();
+    auto config = ggufLlamaConfig(**file);
+    if (!config.ok())
+      return config.status();
+    src.folder = arg;
+    src.config = *config;
+    src.isGguf = true;
+    src.ggufBlockTypes = ggufProjectionBlockTypes(**file);
+    src.ggufFormat = ggufProjectionFormat(**file);
+    return src;
+  }
   if (fs::is_directory(arg, ec)) {
     src.folder = arg;
   } else if (arg.find('/') == std::string::npos && !arg.empty() &&
@@ -44,8 +60,8 @@ absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(arg,
-                     ": not a model folder, and no preset has that name "
-                     "(presets: ",
+                     ": not a model folder or a GGUF file, and no preset has "
+                     "that name (presets: ",
                      absl::StrJoin(presetNames(), ", "), ")"));
   }
   std::string config = (fs::path(src.folder) / "config.json").string();

@@ -2,7 +2,6 @@
 #include "reference/RefDevice.h"
 #include "ir/KilnOps.h"
 #include "runtime/ActivationQuant.h"
-#include "runtime/QuantizedCheckpoint.h"
 
 #include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -241,8 +240,7 @@ RefDevice::create(ModuleOp module, const WeightSet &weights,
     for (int64_t d : shape)
       elements *= d;
     if (shape.size() == 2 && weights.prequantized(name)) {
-      auto m = readQuantizedLinear(weights, WeightSet::moduleOf(name),
-                                   *weights.quantization(), shape[0], shape[1]);
+      auto m = weights.readQuantized(name, shape[0], shape[1]);
       if (!m.ok())
         return m.status();
       auto data = std::make_shared<std::vector<float>>(elements);

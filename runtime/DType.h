@@ -11,8 +11,27 @@ namespace kiln {
 
 /// Element types that safetensors files hold for kiln: weights are F32, F16
 /// or BF16; token ids in logits dumps are I32; bundles keep bytes as U8.
-enum class DType { F32, F16, BF16, I32, I64, U8 };
+/// The rest are ggml's block types, which GGUF files hold (GgmlBlocks.h):
+/// a tensor of them is read as floats, dequantized exactly.
+enum class DType {
+  F32,
+  F16,
+  BF16,
+  I32,
+  I64,
+  U8,
+  Q8_0,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q4_K,
+  Q5_K,
+  Q6_K,
+};
 
+/// Bytes of one element; 0 for ggml's block types (GgmlBlocks.h sizes
+/// their blocks).
 constexpr size_t dtypeSize(DType t) {
   switch (t) {
   case DType::U8:
@@ -25,8 +44,9 @@ constexpr size_t dtypeSize(DType t) {
     return 4;
   case DType::I64:
     return 8;
+  default:
+    return 0;
   }
-  return 0;
 }
 
 constexpr const char *dtypeName(DType t) {
@@ -43,10 +63,27 @@ constexpr const char *dtypeName(DType t) {
     return "I64";
   case DType::U8:
     return "U8";
+  case DType::Q8_0:
+    return "Q8_0";
+  case DType::Q4_0:
+    return "Q4_0";
+  case DType::Q4_1:
+    return "Q4_1";
+  case DType::Q5_0:
+    return "Q5_0";
+  case DType::Q5_1:
+    return "Q5_1";
+  case DType::Q4_K:
+    return "Q4_K";
+  case DType::Q5_K:
+    return "Q5_K";
+  case DType::Q6_K:
+    return "Q6_K";
   }
   return "?";
 }
 
+/// safetensors' dtype names (ggml's block types are not among them).
 inline std::optional<DType> parseDType(std::string_view s) {
   for (DType t :
        {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8})
@@ -58,6 +95,9 @@ inline std::optional<DType> parseDType(std::string_view s) {
 constexpr bool isFloat(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
+
+/// ggml's block types: floats once dequantized.
+constexpr bool isGgmlBlock(DType t) { return t >= DType::Q8_0; }
 
 /// IEEE binary16 bits to float, exact (every half is a float).
 inline float halfToFloat(uint16_t h) {

@@ -2,7 +2,6 @@
 #include "runtime/PlanDevice.h"
 #include "runtime/BlasMatmul.h"
 #include "runtime/QuantLayout.h"
-#include "runtime/QuantizedCheckpoint.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -74,9 +73,8 @@ absl::StatusOr<QuantizedMatrix> stackQuantized(const WeightSet &weights,
     const int64_t rows = source.shape[0];
     QuantizedMatrix m;
     if (weights.prequantized(source.name)) {
-      const QuantizationConfig &cfg = *weights.quantization();
       std::string module = WeightSet::moduleOf(source.name);
-      auto read = readQuantizedLinear(weights, module, cfg, rows, b.cols);
+      auto read = weights.readQuantized(source.name, rows, b.cols);
       if (!read.ok())
         return read.status();
       m = std::move(*read);
@@ -84,8 +82,8 @@ absl::StatusOr<QuantizedMatrix> stackQuantized(const WeightSet &weights,
           (m.format.zeroPoints && !f.zeroPoints))
         return absl::InvalidArgumentError(absl::StrCat(
             weights.origin(), ": module '", module, "' is stored as ",
-            m.format.name(), " (", cfg.describe(), "); buffer '", b.name,
-            "' holds ", f.name(), ": compile the model from this checkpoint"));
+            m.format.name(), "; buffer '", b.name, "' holds ", f.name(),
+            ": compile the model from this checkpoint"));
       if (!m.gIdx.empty() && !f.actOrder)
         return absl::InvalidArgumentError(absl::StrCat(
             weights.origin(), ": tensor '", module,

@@ -1,6 +1,7 @@
 //===- SafeTensors.cpp - validating safetensors reader and writer ---------===//
 #include "runtime/SafeTensors.h"
 #include "runtime/AtomicFile.h"
+#include "runtime/GgmlBlocks.h"
 #include "runtime/JsonRead.h"
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,9 @@ void TensorView::toFloat(float *out) const {
   case DType::I64:
   case DType::U8:
     break;
+  default: // ggml's block types, exactly as llama.cpp dequantizes them
+    ggmlDequantize(*ggmlTypeOf(dtype), data, n, out);
+    return;
   }
   std::fill(out, out + n, 0.0f); // callers check isFloat first
 }

@@ -1,5 +1,7 @@
 //===- Weights.cpp - open a model folder's safetensors --------------------===//
 #include "runtime/Weights.h"
+#include "runtime/GgufFile.h"
+#include "runtime/GgufModel.h"
 #include "runtime/QuantizedCheckpoint.h"
 
 #include "absl/strings/match.h"
@@ -82,14 +84,49 @@ readQuantization(const std::string &folder) {
 }
 } // namespace
 
+WeightSet::WeightSet() = default;
+WeightSet::~WeightSet() = default;
+
 bool WeightSet::present(const std::string &folder) {
   return isFile(join(folder, "model.safetensors")) ||
-         isFile(join(folder, "model.safetensors.index.json"));
+         isFile(join(folder, "model.safetensors.index.json")) ||
+         (isFile(folder) && GgufFile::looksLikeGguf(folder));
+}
+
+absl::Status WeightSet::openGguf(const std::string &path) {
+  origin_ = path;
+  auto file = GgufFile::open(path);
+  if (!file.ok())
+    return file.status();
+  gguf_ = std::move(*file);
+  ggufFormat_ = ggufProjectionFormat(*gguf_);
+  for (const GgufTensor &t : gguf_->tensors()) {
+    std::string name = ggufToHuggingFaceName(t.name);
+    if (name.empty())
+      continue; // not a tensor of Llama 2 (rope_freqs, ...)
+    auto dtype = dtypeOfGgml(t.type);
+    if (!dtype) {
+      unreadable_[name] = ggmlTypeInfo(t.type).name;
+      continue;
+    }
+    auto view = std::make_unique<TensorView>(
+        TensorView{t.name, *dtype, t.shape(), t.data, size_t(t.bytes)});
+    byName_[name] = view.get();
+    ggufViews_.push_back(std::move(view));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<WeightSet>>
 WeightSet::open(const std::string &folder) {
   auto set = std::make_unique<WeightSet>();
+  if (isFile(folder)) {
+    if (!GgufFile::looksLikeGguf(folder))
+      return fault(folder, "not a model folder or a GGUF file");
+    if (absl::Status s = set->openGguf(folder); !s.ok())
+      return s;
+    return set;
+  }
   auto quant = readQuantization(folder);
   if (!quant.ok())
     return quant.status();
@@ -145,12 +182,57 @@ std::string WeightSet::moduleOf(const std::string &name) {
 }
 
 bool WeightSet::prequantized(const std::string &name) const {
+  if (gguf_) {
+    const TensorView *t = find(name);
+    return ggufFormat_ && t && isGgmlBlock(t->dtype) &&
+           absl::EndsWith(name, "_proj.weight");
+  }
   return quant_ && absl::EndsWith(name, ".weight") && !find(name) &&
          find(moduleOf(name) + ".qweight");
 }
 
+absl::StatusOr<QuantizedMatrix>
+WeightSet::readQuantized(const std::string &name, int64_t rows,
+                         int64_t cols) const {
+  if (!prequantized(name))
+    return fault(origin_, absl::StrCat("weight '", name,
+                                       "' is not stored pre-quantized"));
+  if (!gguf_)
+    return readQuantizedLinear(*this, moduleOf(name), *quant_, rows, cols);
+  const TensorView *t = find(name);
+  if (t->shape != std::vector<int64_t>{rows, cols})
+    return fault(origin_, absl::StrCat("tensor '", t->name, "' has shape ",
+                                       shapeString(t->shape),
+                                       ", the model "
+                                       "needs ",
+                                       shapeString({rows, cols})));
+  return ggmlToCanonical(*ggmlTypeOf(t->dtype), t->data, rows, cols,
+                         *ggufFormat_);
+}
+
 absl::Status WeightSet::check(const std::vector<WeightSpec> &specs) const {
   for (const WeightSpec &spec : specs) {
+    if (gguf_ && prequantized(spec.name)) {
+      const TensorView *t = find(spec.name);
+      std::string stored =
+          absl::StrCat("tensor '", t->name, "' is ", dtypeName(t->dtype),
+                       ", kiln's ", ggufFormat_->name());
+      if (!spec.quant || *spec.quant != *ggufFormat_)
+        return fault(origin_,
+                     absl::StrCat("weight '", spec.name,
+                                  "' is stored "
+                                  "pre-quantized (",
+                                  stored,
+                                  "); the model was compiled to hold it as ",
+                                  spec.quant ? spec.quant->name() : "floats",
+                                  ": compile it from this file"));
+      if (t->shape != spec.shape)
+        return fault(origin_,
+                     absl::StrCat("tensor '", t->name, "' has shape ",
+                                  shapeString(t->shape), ", the config needs ",
+                                  shapeString(spec.shape)));
+      continue;
+    }
     if (prequantized(spec.name)) {
       // Stored as GPTQ/AWQ modules: the model must hold them in their own
       // format (the kernels take the codes as they are, never requantized).
@@ -188,17 +270,34 @@ absl::Status WeightSet::check(const std::vector<WeightSpec> &specs) const {
                    absl::StrCat("missing weight '", spec.name, "' (and its ",
                                 quant_->describe(), " module's '",
                                 moduleOf(spec.name), ".qweight')"));
+    if (auto it = unreadable_.find(spec.name); !t && it != unreadable_.end())
+      return fault(origin_,
+                   absl::StrCat("weight '", spec.name, "' is of ggml type ",
+                                it->second,
+                                ", which kiln does not read (F32, F16, BF16, "
+                                "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, "
+                                "Q6_K)"));
     if (!t)
       return fault(origin_, absl::StrCat("missing weight '", spec.name, "'"));
-    if (!isFloat(t->dtype))
-      return fault(origin_, absl::StrCat("weight '", spec.name, "' has dtype ",
-                                         dtypeName(t->dtype),
-                                         "; weights must be F32, F16 or "
-                                         "BF16"));
+    // A GGUF tensor's own name, too: the one its file knows it by.
+    std::string what =
+        t->name == spec.name
+            ? absl::StrCat("weight '", spec.name, "'")
+            : absl::StrCat("weight '", spec.name, "' (tensor '", t->name, "')");
+    if (spec.quant && gguf_ && !isFloat(t->dtype))
+      return fault(origin_, absl::StrCat(what, " is ", dtypeName(t->dtype),
+                                         ", which cannot be quantized again "
+                                         "to ",
+                                         spec.quant->name()));
+    if (!isFloat(t->dtype) && !isGgmlBlock(t->dtype))
+      return fault(origin_,
+                   absl::StrCat(what, " has dtype ", dtypeName(t->dtype),
+                                "; weights must be F32, F16 or "
+                                "BF16"));
     if (t->shape != spec.shape)
       return fault(origin_,
-                   absl::StrCat("weight '", spec.name, "' has shape ",
-                                shapeString(t->shape), ", the config needs ",
+                   absl::StrCat(what, " has shape ", shapeString(t->shape),
+                                ", the config needs ",
                                 shapeString(spec.shape)));
   }
   return absl::OkStatus();

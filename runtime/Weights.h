@@ -28,16 +28,22 @@ struct WeightSpec {
   std::optional<QuantFormat> quant = {};
 };
 
+class GgufFile; // runtime/GgufFile.h
+
 /// Every tensor of a Hugging Face model folder: `model.safetensors`, or the
 /// shards that `model.safetensors.index.json` names, and how config.json's
 /// quantization_config says they are quantized (GPTQ, AWQ), when it does.
-/// Files stay mapped.
+/// Or the tensors of a llama GGUF file, under their Hugging Face names
+/// (GgufModel.h). Files stay mapped.
 class WeightSet {
 public:
-  /// True when the folder holds weights at all (either layout).
-  static bool present(const std::string &folder);
+  /// True when `path` holds weights at all: a folder in either layout, or
+  /// a GGUF file.
+  static bool present(const std::string &path);
   static absl::StatusOr<std::unique_ptr<WeightSet>>
-  open(const std::string &folder);
+  open(const std::string &path);
+  WeightSet();
+  ~WeightSet();
 
   /// nullptr when no file holds the tensor.
   const TensorView *find(const std::string &name) const;
@@ -50,14 +56,28 @@ public:
   /// The folder's quantization_config; nullptr when it has none.
   const QuantizationConfig *quantization() const { return quant_.get(); }
   /// True when the weight `name` (`M.weight`) is not in the files but its
-  /// module M is, pre-quantized (`M.qweight`, and a quantization_config).
+  /// module M is, pre-quantized (`M.qweight`, and a quantization_config);
+  /// or, in a GGUF file whose projections share a canonical format, when
+  /// `name` is one of them.
   bool prequantized(const std::string &name) const;
+  /// A prequantized weight of shape [rows, cols] in canonical form: its
+  /// GPTQ/AWQ module (readQuantizedLinear) or its GGUF blocks.
+  absl::StatusOr<QuantizedMatrix>
+  readQuantized(const std::string &name, int64_t rows, int64_t cols) const;
+  /// The GGUF file the weights come from; nullptr for a folder.
+  const GgufFile *gguf() const { return gguf_.get(); }
   /// The module of a weight `M.weight`: M.
   static std::string moduleOf(const std::string &name);
 
 private:
+  absl::Status openGguf(const std::string &path);
+
   std::string origin_;
   std::shared_ptr<const QuantizationConfig> quant_;
+  std::unique_ptr<GgufFile> gguf_;
+  std::optional<QuantFormat> ggufFormat_; // its projections' format
+  std::vector<std::unique_ptr<TensorView>> ggufViews_;
+  std::map<std::string, std::string> unreadable_; // name -> its ggml type
   std::vector<std::unique_ptr<SafeTensorsFile>> files_;
   std::map<std::string, const TensorView *> byName_;
 };

@@ -1,0 +1,253 @@
+//===- GgufModel.cpp - a llama GGUF file as a Llama 2 checkpoint ----------===//
+#include "runtime/GgufModel.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln {
+namespace {
+absl::Status fault(const GgufFile &file, const std::string &what) {
+  return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", what));
+}
+
+/// Reads llama.* keys, keeping the first fault.
+struct MetadataReader {
+  const GgufFile &file;
+  absl::Status status = absl::OkStatus();
+
+  void fail(const std::string &what) {
+    if (status.ok())
+      status = fault(file, what);
+  }
+
+  /// A positive integer key; `fallback` < 0: required.
+  int64_t positive(const std::string &key, int64_t fallback = -1) {
+    const GgufValue *v = file.find(key);
+    if (!v) {
+      if (fallback < 0)
+        fail(absl::StrCat("missing metadata '", key, "'"));
+      return fallback;
+    }
+    auto n = v->isArray() ? std::nullopt : v->integer();
+    if (!n || *n <= 0 || *n > (int64_t(1) << 40)) {
+      fail(absl::StrCat("metadata '", key, "' must be a positive integer, not ",
+                        v->describe()));
+      return 1;
+    }
+    return *n;
+  }
+
+  double positiveReal(const std::string &key, double fallback = -1) {
+    const GgufValue *v = file.find(key);
+    if (!v) {
+      if (fallback < 0)
+        fail(absl::StrCat("missing metadata '", key, "'"));
+      return fallback;
+    }
+    auto x = v->isArray() ? std::nullopt : v->number();
+    if (!x || !(*x > 0) || *x > 1e30) {
+      fail(absl::StrCat("metadata '", key, "' must be a positive number, not ",
+                        v->describe()));
+      return 1;
+    }
+    return *x;
+  }
+};
+
+// blk.N.<suffix> -> model.layers.N.<module>.
+struct LayerTensor {
+  const char *gguf, *hf;
+};
+constexpr LayerTensor kLayerTensors[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+
+bool isProjection(std::string_view hf) {
+  return hf.find("_proj.weight") != std::string_view::npos;
+}
+} // namespace
+
+absl::StatusOr<LlamaConfig> ggufLlamaConfig(const GgufFile &file) {
+  const GgufValue *arch = file.find("general.architecture");
+  if (!arch || !arch->string())
+    return fault(file, "missing metadata 'general.architecture' (a string)");
+  if (*arch->string() != "llama")
+    return fault(file, absl::StrCat("general.architecture is '",
+                                    std::string(*arch->string()),
+                                    "'; kiln reads 'llama' (Llama 2)"));
+  if (const GgufValue *s = file.find("llama.rope.scaling.type")) {
+    auto type = s->string();
+    if (!type || *type != "none")
+      return fault(file,
+                   absl::StrCat("llama.rope.scaling.type is ", s->describe(),
+                                "; kiln supports Llama 2's unscaled "
+                                "RoPE only"));
+  }
+  MetadataReader r{file};
+  LlamaConfig c;
+  c.hiddenSize = r.positive("llama.embedding_length");
+  c.intermediateSize = r.positive("llama.feed_forward_length");
+  c.numLayers = r.positive("llama.block_count");
+  c.numHeads = r.positive("llama.attention.head_count");
+  c.numKVHeads = r.positive("llama.attention.head_count_kv", c.numHeads);
+  c.maxPositions = r.positive("llama.context_length");
+  c.rmsNormEps = r.positiveReal("llama.attention.layer_norm_rms_epsilon");
+  c.ropeTheta = r.positiveReal("llama.rope.freq_base", 10000.0);
+  int64_t ropeDims = r.positive("llama.rope.dimension_count", 0);
+  if (!r.status.ok())
+    return r.status;
+  const GgufTensor *embed = file.tensor("token_embd.weight");
+  if (!embed || embed->dims.size() != 2)
+    return fault(file, "has no 2-D tensor 'token_embd.weight' (the token "
+                       "embeddings)");
+  c.vocabSize = embed->dims[1];
+  c.tieWordEmbeddings = file.tensor("output.weight") == nullptr;
+  c.torchDtype = "gguf";
+  if (c.hiddenSize % c.numHeads != 0)
+    return fault(file, absl::StrCat("llama.attention.head_count (", c.numHeads,
+                                    ") does not divide "
+                                    "llama.embedding_length (",
+                                    c.hiddenSize, ")"));
+  if (c.numHeads % c.numKVHeads != 0)
+    return fault(file,
+                 absl::StrCat("llama.attention.head_count_kv (", c.numKVHeads,
+                              ") does not divide "
+                              "llama.attention.head_count (",
+                              c.numHeads, ")"));
+  if (c.headDim() % 2 != 0)
+    return fault(file, absl::StrCat("head dimension ", c.headDim(),
+                                    " is odd; RoPE rotates pairs of "
+                                    "dimensions"));
+  if (ropeDims != 0 && ropeDims != c.headDim())
+    return fault(file,
+                 absl::StrCat("llama.rope.dimension_count (", ropeDims,
+                              ") is not the head dimension (", c.headDim(),
+                              "); kiln rotates whole heads"));
+  if (const GgufValue *v = file.find("llama.vocab_size")) {
+    auto n = v->isArray() ? std::nullopt : v->integer();
+    if (!n || *n != c.vocabSize)
+      return fault(file, absl::StrCat("llama.vocab_size (", v->describe(),
+                                      ") differs from token_embd.weight's ",
+                                      c.vocabSize, " rows"));
+  }
+  return c;
+}
+
+std::string ggufToHuggingFaceName(std::string_view name) {
+  if (name == "token_embd.weight")
+    return "model.embed_tokens.weight";
+  if (name == "output_norm.weight")
+    return "model.norm.weight";
+  if (name == "output.weight")
+    return "lm_head.weight";
+  // blk.<layer>.<suffix>, the layer in plain decimal.
+  constexpr std::string_view blk = "blk.";
+  if (name.substr(0, blk.size()) != blk)
+    return "";
+  std::string_view rest = name.substr(blk.size());
+  size_t dot = rest.find('.');
+  std::string_view layer = rest.substr(0, dot);
+  if (dot == std::string_view::npos || layer.empty() || layer.size() > 6 ||
+      (layer.size() > 1 && layer[0] == '0') ||
+      layer.find_first_not_of("0123456789") != std::string_view::npos)
+    return "";
+  std::string_view suffix = rest.substr(dot + 1);
+  for (const LayerTensor &t : kLayerTensors)
+    if (suffix == t.gguf)
+      return absl::StrCat("model.layers.", std::string(layer), ".", t.hf);
+  return "";
+}
+
+std::optional<QuantFormat> ggmlCanonicalFormat(GgmlType type) {
+  switch (type) {
+  case GgmlType::Q8_0:
+  case GgmlType::Q5_0:
+    return QuantFormat{QuantKind::Int8, 32};
+  case GgmlType::Q4_0:
+    return QuantFormat{QuantKind::Int4, 32};
+  default:
+    return std::nullopt;
+  }
+}
+
+QuantizedMatrix ggmlToCanonical(GgmlType type, const uint8_t *blocks,
+                                int64_t rows, int64_t cols, QuantFormat as) {
+  QuantizedMatrix m;
+  m.format = as;
+  m.rows = rows;
+  m.cols = cols;
+  m.codes.resize(size_t(rows * cols));
+  m.scales.resize(size_t(rows * (cols / 32)));
+  const GgmlTypeInfo info = ggmlTypeInfo(type);
+  // Codes are the block's values shifted so that `as`'s middle is zero.
+  const int shift = as.middle() - (type == GgmlType::Q8_0   ? 0
+                                   : type == GgmlType::Q5_0 ? 16
+                                                            : 8);
+  for (int64_t b = 0; b < rows * (cols / 32); ++b) {
+    const uint8_t *block = blocks + b * info.blockBytes;
+    uint8_t *codes = m.codes.data() + b * 32;
+    std::memcpy(&m.scales[b], block, 2);
+    if (type == GgmlType::Q8_0) {
+      for (int j = 0; j < 32; ++j)
+        codes[j] = uint8_t(int(int8_t(block[2 + j])) + shift);
+      continue;
+    }
+    uint32_t qh = 0;
+    const uint8_t *qs = block + 2;
+    if (type == GgmlType::Q5_0) {
+      std::memcpy(&qh, block + 2, 4);
+      qs = block + 6;
+    }
+    for (int j = 0; j < 16; ++j) {
+      int lo = (qs[j] & 0x0f) | int(((qh >> j) << 4) & 0x10);
+      int hi = (qs[j] >> 4) | int((qh >> (j + 12)) & 0x10);
+      codes[j] = uint8_t(lo + shift);
+      codes[j + 16] = uint8_t(hi + shift);
+    }
+  }
+  return m;
+}
+
+std::string ggufProjectionBlockTypes(const GgufFile &file) {
+  std::vector<std::string> types;
+  for (const GgufTensor &t : file.tensors()) {
+    std::string name = ggmlTypeInfo(t.type).name;
+    if (isProjection(ggufToHuggingFaceName(t.name)) &&
+        t.type != GgmlType::F32 && t.type != GgmlType::F16 &&
+        t.type != GgmlType::BF16 &&
+        std::find(types.begin(), types.end(), name) == types.end())
+      types.push_back(name);
+  }
+  return absl::StrJoin(types, ", ");
+}
+
+std::optional<QuantFormat> ggufProjectionFormat(const GgufFile &file) {
+  std::optional<QuantFormat> format;
+  bool any = false;
+  for (const GgufTensor &t : file.tensors()) {
+    if (!isProjection(ggufToHuggingFaceName(t.name)))
+      continue;
+    auto f = ggmlCanonicalFormat(t.type);
+    if (!f)
+      return std::nullopt;
+    if (!any || *f == *format)
+      format = f;
+    else // int4-g32 and int8-g32: int8 holds both
+      format = QuantFormat{QuantKind::Int8, 32};
+    any = true;
+  }
+  return format;
+}
+
+} // namespace kiln
