@@ -1,5 +1,6 @@
 //===- Tokenizer.cpp ------------------------------------------------------===//
 #include "tokenizer/Tokenizer.h"
+#include "tokenizer/GgufVocab.h"
 
 #include <sentencepiece_processor.h>
 
@@ -12,22 +13,38 @@ Tokenizer::Tokenizer()
 Tokenizer::~Tokenizer() = default;
 
 bool Tokenizer::present(const std::string &folder) {
+  if (isGgufFile(folder))
+    return ggufHasVocab(folder);
   return std::filesystem::is_regular_file(std::filesystem::path(folder) /
                                           "tokenizer.model");
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::open(const std::string &folder,
                                            int64_t vocab, std::string &error) {
-  std::string path = std::filesystem::path(folder) / "tokenizer.model";
-  if (!present(folder)) {
-    error =
-        folder + ": has no tokenizer.model: give the prompt as --prompt-ids";
-    return nullptr;
-  }
   std::unique_ptr<Tokenizer> t(new Tokenizer());
-  if (auto s = t->sp_->Load(path); !s.ok()) {
-    error = path + ": not a SentencePiece model (" + s.ToString() + ")";
-    return nullptr;
+  std::string path = folder;
+  if (isGgufFile(folder)) {
+    std::string proto;
+    if (!ggufSentencePieceModel(folder, proto, t->addBos_, error))
+      return nullptr;
+    if (auto s = t->sp_->LoadFromSerializedProto(proto); !s.ok()) {
+      error = folder +
+              ": its tokenizer metadata is not a SentencePiece "
+              "model (" +
+              s.ToString() + ")";
+      return nullptr;
+    }
+  } else {
+    path = std::filesystem::path(folder) / "tokenizer.model";
+    if (!present(folder)) {
+      error =
+          folder + ": has no tokenizer.model: give the prompt as --prompt-ids";
+      return nullptr;
+    }
+    if (auto s = t->sp_->Load(path); !s.ok()) {
+      error = path + ": not a SentencePiece model (" + s.ToString() + ")";
+      return nullptr;
+    }
   }
   if (t->sp_->GetPieceSize() > vocab) {
     error = path + ": " + std::to_string(t->sp_->GetPieceSize()) +
@@ -42,7 +59,7 @@ std::vector<int32_t> Tokenizer::encode(const std::string &text) const {
   std::vector<int> ids;
   sp_->Encode(text, &ids).IgnoreError(); // a loaded model encodes any text
   std::vector<int32_t> out;
-  if (sp_->bos_id() >= 0)
+  if (addBos_ && sp_->bos_id() >= 0)
     out.push_back(sp_->bos_id());
   out.insert(out.end(), ids.begin(), ids.end());
   return out;

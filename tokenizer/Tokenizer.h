@@ -25,15 +25,16 @@ namespace kiln {
 
 class Tokenizer {
 public:
-  /// FOLDER/tokenizer.model, checked to fit a vocabulary of `vocab` ids;
-  /// null with `error` set when it cannot be used.
+  /// FOLDER/tokenizer.model, or a GGUF file's tokenizer metadata
+  /// (GgufVocab.h), checked to fit a vocabulary of `vocab` ids; null with
+  /// `error` set when it cannot be used.
   static std::unique_ptr<Tokenizer> open(const std::string &folder,
                                          int64_t vocab, std::string &error);
   static bool present(const std::string &folder);
   ~Tokenizer();
 
   /// The ids of `text`, after the beginning-of-sequence id (as Llama 2's
-  /// generation does).
+  /// generation does; a GGUF file may say not to: add_bos_token).
   std::vector<int32_t> encode(const std::string &text) const;
   /// Ids past the tokenizer's pieces (a model vocabulary larger than the
   /// tokenizer's) decode to nothing.
@@ -43,6 +44,7 @@ public:
 private:
   Tokenizer();
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  bool addBos_ = true;
 };
 
 /// Prints a generation's text as its tokens arrive: each token decodes the

@@ -51,6 +51,8 @@ absl::Status applyTuningDb(mlir::ModuleOp module, const std::string &target,
 int runCompile();
 int runRun();
 int runInspect();
+/// kiln inspect FILE.gguf: its metadata and tensors (InspectGguf.cpp).
+int inspectGguf(const std::string &path);
 int runTune();
 int runCache();
 int runEval();

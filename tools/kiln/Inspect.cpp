@@ -2,6 +2,7 @@
 #include "inspect/SassAudit.h"
 #include "runtime/BlasMatmul.h"
 #include "runtime/Bundle.h"
+#include "runtime/GgufFile.h"
 #include "runtime/PlanDevice.h"
 #include "runtime/SafeTensors.h"
 #include "tools/kiln/Commands.h"
@@ -14,7 +15,7 @@ namespace cl = llvm::cl;
 
 namespace kiln {
 namespace {
-cl::opt<std::string> bundlePath(cl::Positional, cl::desc("BUNDLE"),
+cl::opt<std::string> bundlePath(cl::Positional, cl::desc("BUNDLE or FILE.gguf"),
                                 cl::Required, cl::sub(inspectCommand()));
 cl::opt<bool>
     sassFlag("sass",
@@ -98,6 +99,8 @@ void printLaunches(const Program &p, const std::vector<Launch> &launches) {
 } // namespace
 
 int runInspect() {
+  if (GgufFile::looksLikeGguf(bundlePath) && !sassFlag && !sassJsonFlag)
+    return inspectGguf(bundlePath);
   auto bundle = readBundle(bundlePath);
   if (!bundle.ok())
     return fail(bundle.status());
