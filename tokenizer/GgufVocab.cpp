@@ -1,42 +1,11 @@
 //===- GgufVocab.cpp - a SentencePiece model from GGUF metadata -----------===//
 #include "tokenizer/GgufVocab.h"
 #include "runtime/GgufFile.h"
+#include "tokenizer/SentencePieceModel.h"
 
 #include <cstring>
 
 namespace kiln {
-namespace {
-// Protobuf's wire format, the little of it a ModelProto needs
-// (sentencepiece_model.proto gives the field numbers).
-void varint(std::string &out, uint64_t v) {
-  while (v >= 0x80) {
-    out += char(uint8_t(v) | 0x80);
-    v >>= 7;
-  }
-  out += char(uint8_t(v));
-}
-void tag(std::string &out, int field, int wire) {
-  varint(out, uint64_t(field) << 3 | uint64_t(wire));
-}
-void intField(std::string &out, int field, int64_t v) {
-  tag(out, field, 0);
-  varint(out, uint64_t(v)); // negative int32s take ten bytes, as protobuf's
-}
-void bytesField(std::string &out, int field, std::string_view v) {
-  tag(out, field, 2);
-  varint(out, v.size());
-  out.append(v.data(), v.size());
-}
-void floatField(std::string &out, int field, float v) {
-  tag(out, field, 5);
-  char b[4];
-  std::memcpy(b, &v, 4);
-  out.append(b, 4);
-}
-
-// SentencePiece's piece types; GGUF's token_type uses the same numbers.
-constexpr int64_t kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6;
-} // namespace
 
 bool isGgufFile(const std::string &path) {
   return GgufFile::looksLikeGguf(path);
@@ -107,46 +76,25 @@ bool ggufSentencePieceModel(const std::string &path, std::string &proto,
     return x ? *x != 0 : fallback;
   };
   addBos = flag("tokenizer.ggml.add_bos_token", true);
-  const bool dummyPrefix = flag("tokenizer.ggml.add_space_prefix", true);
 
-  proto.clear();
-  bool bytes = false;
+  SentencePieceSpec spec;
+  spec.unk = int(unk);
+  spec.bos = int(bos);
+  spec.eos = int(eos);
+  spec.dummyPrefix = flag("tokenizer.ggml.add_space_prefix", true);
   for (uint64_t i = 0; i < n; ++i) {
-    int64_t type = types ? *types->integer(i) : kNormal;
+    int64_t type = types ? *types->integer(i) : int64_t(PieceType::Normal);
     if (type < 1 || type > 6)
       return fail("tokenizer.ggml.token_type[" + std::to_string(i) + "] is " +
                   std::to_string(type) + ", not a type from 1 to 6");
-    // SentencePiece insists on these; a file that disagrees is corrupt.
-    if ((int64_t(i) == unk) != (type == kUnknown))
-      return fail("token " + std::to_string(i) + " has type " +
-                  std::to_string(type) +
-                  ", but tokenizer.ggml.unknown_token_id is " +
-                  std::to_string(unk) + " (the one UNKNOWN token)");
-    if ((int64_t(i) == bos || int64_t(i) == eos) && type != kControl)
-      return fail("token " + std::to_string(i) +
-                  " (bos or eos) is not a CONTROL token");
-    bytes |= type == kByte;
-    std::string piece;
-    bytesField(piece, 1, tokens->strings[i]);
-    floatField(piece, 2, scores ? float(*scores->number(i)) : 0.0f);
-    intField(piece, 3, type);
-    bytesField(proto, 1, piece);
+    spec.pieces.push_back({std::string(tokens->strings[i]),
+                           scores ? float(*scores->number(i)) : 0.0f,
+                           PieceType(type)});
   }
-  std::string trainer;
-  intField(trainer, 3, 2); // model_type: BPE
-  intField(trainer, 4, int64_t(n));
-  intField(trainer, 35, bytes); // byte_fallback
-  intField(trainer, 40, unk);
-  intField(trainer, 41, bos);
-  intField(trainer, 42, eos);
-  intField(trainer, 43, -1); // pad_id
-  bytesField(proto, 2, trainer);
-  std::string normalizer;
-  bytesField(normalizer, 1, "identity");
-  intField(normalizer, 3, dummyPrefix);
-  intField(normalizer, 4, 0); // remove_extra_whitespaces: Llama 2 keeps them
-  intField(normalizer, 5, 1); // escape_whitespaces
-  bytesField(proto, 3, normalizer);
+  // SentencePiece insists on these; a file that disagrees is corrupt.
+  if (std::string e = sentencePieceSpecError(spec); !e.empty())
+    return fail("tokenizer.ggml.token_type: " + e);
+  proto = serializeSentencePieceModel(spec);
   return true;
 }
 
