@@ -217,6 +217,102 @@ cases += [
       "--seq-lens", "4,2"]),
 ]
 
+# Damaged GGUF files (docs/gguf.md's checks), from tiny-gqa's Q4_0 file:
+# into kiln compile, run and inspect, and into kiln-run as a bundle's
+# weights. The fields are found by walking the header here.
+import struct  # noqa: E402
+gguf_good = os.path.join(fixture, "..", "..", "gguf", "tiny-gqa-Q4_0.gguf")
+graw = open(gguf_good, "rb").read()
+
+
+def gguf_fields(b):
+    """Offsets of each tensor info's (type, offset) fields and of the
+    tensor count, walking the metadata's values."""
+    at = 8
+    count_at = at
+    n_tensors, n_kv = struct.unpack_from("<QQ", b, at)
+    at += 16
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8,
+             12: 8}
+
+    def skip(t, at):
+        if t == 8:
+            return at + 8 + struct.unpack_from("<Q", b, at)[0]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", b, at)
+            at += 12
+            for _ in range(n):
+                at = skip(et, at)
+            return at
+        return at + sizes[t]
+    for _ in range(n_kv):
+        at += 8 + struct.unpack_from("<Q", b, at)[0]
+        t = struct.unpack_from("<I", b, at)[0]
+        at = skip(t, at + 4)
+    infos = []
+    for _ in range(n_tensors):
+        at += 8 + struct.unpack_from("<Q", b, at)[0]
+        dims = struct.unpack_from("<I", b, at)[0]
+        at += 4 + 8 * dims
+        infos.append((at, at + 4))  # type, offset
+        at += 12
+    return count_at, infos
+
+
+count_at, infos = gguf_fields(graw)
+
+
+def patched(b, at, fmt, value):
+    b = bytearray(b)
+    struct.pack_into(fmt, b, at, value)
+    return bytes(b)
+
+
+first_offset = struct.unpack_from("<Q", graw, infos[1][1])[0]
+ggufs = {
+    "gguf-truncated": graw[:len(graw) // 2],
+    "gguf-wrong-magic": b"GGUX" + graw[4:],
+    "gguf-huge-count": patched(graw, count_at, "<Q", 1 << 62),
+    "gguf-type-id": patched(graw, infos[0][0], "<I", 99),
+    "gguf-misaligned": patched(graw, infos[0][1], "<Q", 4),
+    "gguf-past-end": patched(graw, infos[-1][1], "<Q", 1 << 40),
+    "gguf-overlap": patched(graw, infos[0][1], "<Q", first_offset),
+    "gguf-shape": graw.replace(b"llama.feed_forward_length\x04\x00\x00\x00"
+                               + struct.pack("<I", 192),
+                               b"llama.feed_forward_length\x04\x00\x00\x00"
+                               + struct.pack("<I", 256)),
+}
+assert ggufs["gguf-shape"] != graw
+for name, data in ggufs.items():
+    open(path(name + ".gguf"), "wb").write(data)
+gguf_bundle = path("gguf.kiln")
+subprocess.check_call([kiln, "compile", gguf_good, "-o", gguf_bundle],
+                      stdout=subprocess.DEVNULL)
+for name in ggufs:
+    g = path(name + ".gguf")
+    out = path("out-" + name)
+    cases += [
+        (1, g, out + ".kiln", [kiln, "compile", g, "-o", out + ".kiln"]),
+        (1, g, out + ".safetensors", [kiln, "run", g, "--prompt-ids", "1,2",
+                                      "--device", "ref", "--dump-logits",
+                                      out + ".safetensors"]),
+    ]
+    # kiln-run holds the file's tensors to the bundle, not its metadata (as
+    # for a folder's config.json), and inspect lists such a file.
+    if name != "gguf-shape":
+        cases += [
+            (1, g, None, [kiln, "inspect", g]),
+            (1, g, out + ".run.safetensors",
+             [kiln_run, gguf_bundle, "--weights", g, "--device", "emu",
+              "--prompt-ids", "1", "--dump-logits", out + ".run.safetensors"]),
+        ]
+# A GGUF file without a tokenizer, given a prompt as text.
+no_vocab = path("gguf-no-vocab.gguf")
+open(no_vocab, "wb").write(graw.replace(b"tokenizer.ggml.tokens",
+                                        b"tokenizer.ggml.tokenz"))
+cases.append((1, no_vocab, None, [kiln, "run", no_vocab, "--prompt", "hi",
+                                  "--device", "ref"]))
+
 bad = 0
 for code, named, output, cmd in cases:
     r = run(*cmd)
