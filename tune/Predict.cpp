@@ -100,6 +100,9 @@ double resultBytes(Operation *op, int64_t rows) {
 /// One launch as the model sees it.
 struct Call {
   double bytes = 0, flops = 0, micros = 0, launchMicros = 0;
+  /// The FLOPs the cores do, when more than `flops` (the useful ones):
+  /// what the kernel's compute time follows.
+  double workFlops = 0;
   bool tensorCores = false, predicted = false, dependent = false;
   std::string bound;
 };
@@ -229,6 +232,10 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
               double(estimateCost(op, {rows, shape.context}).weightBytes) +
               s * k * 2 + s * n * 4;
           call.flops = 2 * s * n * k;
+          // Its mma.m16n8k16 multiplies 8 rows of x at once: one token
+          // costs the tensor cores (and the dequantizing instructions the
+          // SASS audit counts against them) what 8 do.
+          call.workFlops = 2 * std::ceil(s / 8) * 8 * n * k;
         } else if (kernel.contains(kFp8WeightSuffix)) {
           // The FP8 GEMM's weight: W's packed bytes once, its codes
           // written row-major (a byte each) with an f32 scale a row.
@@ -274,6 +281,11 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
           KernelCost c = estimateCost(op, {rows, shape.context});
           call.bytes = double(c.bytes());
           call.flops = double(c.flops);
+          // A GEMV of a quantized weight is the quantized GEMM's loop (on
+          // tensor cores, 8 rows of x a multiply): as .qgemm above.
+          if (t == KernelTemplate::gemv && hasQuantizedWeight(op))
+            call.workFlops =
+                call.flops * std::ceil(double(rows) / 8) * 8 / double(rows);
           if (t == KernelTemplate::decode_attention) {
             // Each sequence reads its own keys and values; blocks past the
             // splits its context fills leave at once.
@@ -304,7 +316,7 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
         cost.registers = f->second.registers;
         cost.sharedBytes = f->second.sharedBytes;
         cost.hbmBytes = call.bytes;
-        cost.flops = call.flops;
+        cost.flops = std::max(call.flops, call.workFlops);
         cost.bytesInFlight = std::max(f->second.bytesInFlight, 1.0);
         ComputeRate rate = computeRate(gpu, f->second.work);
         cost.tensorCores = rate.tensorCores;
