@@ -33,7 +33,7 @@ int inspectGguf(const std::string &path) {
          << ": exact)\n";
     else if (!types.empty())
       os << "  kiln      projections dequantized to f16 at load (" << types
-         << " has no exact kiln format)\n";
+         << ": no exact kiln format)\n";
     else
       os << "  kiln      float projections (f16 at load)\n";
   } else {
