@@ -23,7 +23,7 @@ Reported per file: max |logit diff| of llama.cpp against transformers
 (on the other side's token path), kiln-ref/emu against transformers for context,
 and how many greedy steps agree (leading steps with equal tokens) between
 llama.cpp's own path and kiln-ref's, kiln-emu's and transformers'. Writes a
-markdown report (default bench/llamacpp-gguf.md) with the machine and versions.
+markdown report (default bench/llamacpp-gguf.md; its table lives in bench/RESULTS.md) with the machine and versions.
 
 llama.cpp's CPU backend computes in its own precision: for every weight type it
 converts the activations to the type's "vec_dot_type" before the dot product
@@ -36,6 +36,7 @@ tolerance (1e-3) even where the weights are the same; the table says by how much
       [--only NAME ...] [--kv-f32] [--out bench/llamacpp-gguf.md]
 """
 import argparse
+import ctypes
 import datetime
 import glob
 import json
@@ -72,6 +73,21 @@ def fixtures(only):
         if os.path.exists(exp) and (not only or name in only):
             out.append((name, path, exp))
     return out
+
+
+def dh128_float_files(tmp):
+    """tiny-dh128 as F16 and F32 GGUF files in tmp, written as the K-quant fixtures'
+    F16 source is, with tiny-dh128/expected.safetensors as their reference."""
+    sys.path.insert(0, os.path.join(REPO, "test", "fixtures"))
+    import make_gguf_fixture as mgf
+    import make_gguf_kquant_fixture as kq
+    scratch = os.path.join(tmp, "dh128-float")
+    os.makedirs(scratch)
+    f16, _ = kq.write_f16(scratch)
+    with kq.redirected(os.path.join(scratch, "fixtures"), os.path.join(scratch, "gguf")):
+        f32, _ = mgf.write_gguf(kq.FIXTURE, "F32")
+    exp = os.path.join(REPO, "test", "fixtures", kq.FIXTURE, "expected.safetensors")
+    return [("tiny-dh128-F16 (scratch)", f16, exp), ("tiny-dh128-F32 (scratch)", f32, exp)]
 
 
 def file_info(path):
@@ -171,6 +187,15 @@ def versions(kiln):
         except Exception:  # noqa: BLE001
             pass
     try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib",
+                                       "libggml-base.so"))
+        for fn in ("ggml_version", "ggml_commit"):
+            f = getattr(lib, fn)
+            f.restype = ctypes.c_char_p
+            v[f"llama.cpp {fn}"] = f().decode()
+    except (OSError, AttributeError):
+        pass
+    try:
         v["llama.cpp system_info"] = llama_cpp.llama_print_system_info().decode().strip()
     except Exception:  # noqa: BLE001
         pass
@@ -178,7 +203,8 @@ def versions(kiln):
                           capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
-    v["kiln"] = f"{head}{' (+ uncommitted changes)' if dirty else ''}, {kiln}"
+    v["kiln"] = (f"{kiln}, built from {head}{' + uncommitted changes' if dirty else ''} "
+                 f"(the checkout's HEAD when this ran)")
     return v
 
 
@@ -189,14 +215,23 @@ def main():
     ap.add_argument("--kv-f32", action="store_true",
                     help="also run llama.cpp with an f32 KV cache (against transformers)")
     ap.add_argument("--no-kiln", action="store_true")
+    ap.add_argument("--dh128-float", action="store_true",
+                    help="add two scratch rows, not fixtures: tiny-dh128 as F16 and F32 "
+                         "GGUF files (make_gguf_kquant_fixture.py's F16 file and "
+                         "make_gguf_fixture.write_gguf's F32), against "
+                         "tiny-dh128/expected.safetensors: the K-quant rows' float baseline")
     ap.add_argument("--out", default=os.path.join(HERE, "llamacpp-gguf.md"))
     ap.add_argument("--json", default=None, help="also write the numbers as JSON")
     a = ap.parse_args()
+    a.started = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
 
     llama_cpp.llama_backend_init()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, path, exp_path in fixtures(a.only):
+        todo = fixtures(a.only)
+        if a.dh128_float:
+            todo += dh128_float_files(tmp)
+        for name, path, exp_path in todo:
             exp = load_file(exp_path)
             prompt = exp["prompt_tokens"].astype(np.int64).tolist()
             e_pre, e_dec = exp["prefill_logits"], exp["decode_logits"]
@@ -204,7 +239,8 @@ def main():
             T = len(e_tok)
             n_ctx, types = file_info(path)
             assert len(prompt) + T <= n_ctx
-            res = {"name": name, "steps": T, "types": types, "n_ctx": n_ctx}
+            res = {"name": name, "steps": T, "types": types, "n_ctx": n_ctx,
+                   "logit_std": float(np.concatenate([e_pre, e_dec]).std())}
 
             t0 = time.time()
             lc = LlamaCpp(path, n_ctx)
@@ -263,8 +299,79 @@ def main():
     write_md(a, results)
 
 
+def notes(a, results):
+    """The reading of the table, with its numbers."""
+    def kind(r):
+        t = set(r["types"])
+        return "float" if t <= {"F32", "F16", "BF16"} else "q"
+
+    def rng(rows, key):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return (f"{fmt(min(vals))} to {fmt(max(vals))}" if len(vals) > 1 else
+                fmt(vals[0])) if vals else "—"
+
+    by = {r["name"]: r for r in results}
+    q = [r for r in results if kind(r) == "q"]
+    f16 = [r for r in results if set(r["types"]) == {"F16"}]
+    rel_q = [100 * r["lc_vs_tf"] / r["logit_std"] for r in q]
+    rel_f16 = [100 * r["lc_vs_tf"] / r["logit_std"] for r in f16]
+    out = ["Reading it:", ""]
+    f32 = [r for r in results if set(r["types"]) == {"F32"}]
+    if f32 and a.kv_f32:
+        out.append(f"- The harness: with F32 weights and an f32 KV cache llama.cpp is "
+                   f"transformers to {rng(f32, 'lc_kvf32_vs_tf')} (float32 rounding), so the "
+                   f"prompt, positions, RoPE pairing and logits rows line up; with its default "
+                   f"f16 KV cache, {rng(f32, 'lc_vs_tf')}: the f16 cache alone.")
+    def model(r):  # the source model of a row: tiny-mha, tiny-gqa, tiny-dh128
+        return r["name"].split(" ")[0].rsplit("-", 1)[0].replace("-Q4_K", "").replace(
+            "-Q5_K", "")
+
+    base = {model(r): r["lc_vs_tf"] for r in f16}
+    bf16 = [r for r in results if set(r["types"]) == {"BF16"}]
+    if f16:
+        out.append(f"- F16 files: {rng(f16, 'lc_vs_tf')} ({min(rel_f16):.2g}-{max(rel_f16):.2g}% "
+                   f"of the logits' standard deviation): ggml's CPU dot product converts the "
+                   f"activations to f16 for f16 weights (its vec_dot_type), and the KV cache "
+                   f"is f16." + "".join(
+                       f" {r['name']}: bf16 activations, {r['lc_vs_tf'] / base[model(r)]:.0f}x "
+                       f"the F16 file." for r in bf16 if model(r) in base))
+    ratios = [r["lc_vs_tf"] / base[model(r)] for r in q if model(r) in base]
+    if q:
+        out.append(f"- Quantized files: {rng(q, 'lc_vs_tf')} ({min(rel_q):.2g}-{max(rel_q):.2g}% "
+                   f"of the logits' standard deviation)" + (
+                       f", {min(ratios):.0f}-{max(ratios):.0f}x the F16 file of the same "
+                       f"model" if ratios else "") + f". The weights are the same values on every side (transformers and kiln "
+                   f"dequantize the file's blocks exactly), so this is llama.cpp quantizing the "
+                   f"activations to 8 bits before every quantized dot product (Q8_0/Q8_1: blocks "
+                   f"of 32 with an f16 scale; Q8_K: blocks of 256 with an f32 scale); an f32 KV "
+                   f"cache does not shrink it. The weight type hardly matters ("
+                   + ", ".join(f"{n}: {fmt(by[n]['lc_vs_tf'])}" for n in (
+                       "tiny-dh128-Q4_K_M", "tiny-dh128-Q6_K", "tiny-mha-Q4_0",
+                       "tiny-mha-Q8_0") if n in by) + ").")
+    out.append("- kiln-ref is transformers to float32 rounding (1e-5), so llama.cpp vs kiln-ref "
+               "repeats llama.cpp vs transformers; kiln-emu (f16 activations and KV cache, f32 "
+               "accumulation) sits within its 5e-2 tolerance of transformers, and llama.cpp vs "
+               "kiln-emu is of the order of the larger of the two.")
+    agree_all = all(r["lc_greedy_vs_tf"] == r["steps"] and
+                    r.get("lc_greedy_vs_ref", r["steps"]) == r["steps"] and
+                    r.get("lc_greedy_vs_emu", r["steps"]) == r["steps"] for r in results)
+    out.append("- Greedy tokens: " + ("llama.cpp's own greedy path equals transformers', "
+               "kiln-ref's and kiln-emu's at every step of every file (the fixtures keep "
+               "only steps whose top-1/top-2 margin is at least 0.1, above these "
+               "differences)." if agree_all else "see the table: some paths part."))
+    out.append("- llama.cpp's settings: llama-cpp-python's defaults (flash attention off, "
+               "KV cache f16, n_batch 512: the prompt in one batch), AVX2 build (GGML_NATIVE=OFF) "
+               "with its REPACK kernels (interleaved layouts of some quantized types, Q4_0 "
+               "and Q4_K among them) and LLAMAFILE (tinyBLAS) prefill matmuls. It "
+               "warns `n_ctx_seq (256) > n_ctx_train (128)` for tiny-dh128: it rounds the "
+               "context up to 256 cells; harmless here (52 positions). No BOS is added: "
+               "`Llama.eval` takes the ids as given, like kiln's `--prompt-ids`.")
+    return out
+
+
 def write_md(a, results):
-    v = versions(os.path.relpath(a.kiln, REPO))
+    kiln = os.path.abspath(a.kiln)
+    v = versions(os.path.relpath(kiln, REPO) if kiln.startswith(REPO + os.sep) else kiln)
     L = []
     L.append("## llama.cpp on the GGUF fixtures (bench/llamacpp_logits.py)")
     L.append("")
@@ -278,15 +385,21 @@ def write_md(a, results):
              f"kiln's: its own greedy tokens); \"greedy agree\" counts the leading steps "
              f"where llama.cpp's own greedy tokens equal the other's (of the fixture's "
              f"steps). kiln: `kiln run FILE.gguf --prompt-ids ... --max-new-tokens T "
-             f"--device ref|emu --dump-logits`.")
+             f"--device ref|emu --dump-logits`; its K-quant files run as float weights "
+             f"dequantized at load (exact on ref, rounded to f16 on emu)."
+             + (" The two (scratch) rows are not fixtures: tiny-dh128 written as F16 and F32 "
+                "GGUF files by make_gguf_fixture.py's writer (`--dh128-float`), against "
+                "`tiny-dh128/expected.safetensors`: the K-quant rows' float baseline."
+                if a.dh128_float else "") + " Logit std: the standard deviation of "
+             "transformers' logits, for scale.")
     L.append("")
     hdr = ["file", "weights (2-D tensors)", "llama.cpp dot product", "steps",
-           "llama.cpp vs transformers", "llama.cpp vs kiln-ref", "llama.cpp vs kiln-emu",
+           "logit std", "llama.cpp vs transformers", "llama.cpp vs kiln-ref", "llama.cpp vs kiln-emu",
            "greedy agree llama.cpp / kiln-ref", "greedy agree llama.cpp / kiln-emu",
            "greedy agree llama.cpp / transformers", "kiln-ref vs transformers",
            "kiln-emu vs transformers"]
     if a.kv_f32:
-        hdr.insert(5, "llama.cpp (f32 KV) vs transformers")
+        hdr.insert(6, "llama.cpp (f32 KV) vs transformers")
     L.append("| " + " | ".join(hdr) + " |")
     L.append("|" + "---|" * len(hdr))
     for r in results:
@@ -299,15 +412,19 @@ def write_md(a, results):
             if f"lc_greedy_vs_{dev}" not in r:
                 return "failed" if f"{dev}_error" in r else "—"
             return f"{r[f'lc_greedy_vs_{dev}']}/{T}"
-        row = [f"`{r['name']}`", w, ", ".join(acts), str(T), fmt(r["lc_vs_tf"]),
+        nm = r["name"].replace(" (scratch)", "")
+        nm = f"`{nm}` (scratch)" if nm != r["name"] else f"`{nm}`"
+        row = [nm, w, ", ".join(acts), str(T), f"{r['logit_std']:.2f}", fmt(r["lc_vs_tf"]),
                fmt(r.get("lc_vs_ref")), fmt(r.get("lc_vs_emu")), ag("ref"), ag("emu"),
                f"{r['lc_greedy_vs_tf']}/{T}", fmt(r.get("ref_vs_tf")),
                fmt(r.get("emu_vs_tf"))]
         if a.kv_f32:
-            row.insert(5, fmt(r.get("lc_kvf32_vs_tf")))
+            row.insert(6, fmt(r.get("lc_kvf32_vs_tf")))
         L.append("| " + " | ".join(row) + " |")
     L.append("")
-    L.append("Machine (`lscpu | head`):")
+    L += notes(a, results)
+    L.append("")
+    L.append(f"Run {a.started}. Machine (`lscpu | head`):")
     L.append("")
     L.append("```")
     L.append(machine())
