@@ -229,6 +229,18 @@ absl::StatusOr<FrontendOptions> optionsFor(const ModelSource &source,
     opts.quantize = source.ggufFormat;
     return opts;
   }
+  if (source.isLlama2c) {
+    // llama2.c's export.py writes q and k rows in Meta's order (run.c
+    // rotates pairs (i, i + 1)).
+    opts.ropeLayout = RopeLayout::interleaved;
+    if (opts.quantize && !source.llama2cQuantized.empty())
+      return absl::InvalidArgumentError(absl::StrCat(
+          source.name, " is already quantized (", source.llama2cQuantized,
+          "); --quantize applies to version 0 and 1 files"));
+    ModelSource floats; // its weights are floats (version 2's dequantized)
+    floats.config = source.config;
+    return optionsFor(floats, opts);
+  }
   if (!source.quantization) {
     if (opts.quantize)
       if (absl::Status s = checkQuantizable(source.config, *opts.quantize);

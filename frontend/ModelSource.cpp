@@ -2,7 +2,9 @@
 #include "frontend/ModelSource.h"
 #include "runtime/GgufFile.h"
 #include "runtime/GgufModel.h"
+#include "runtime/Llama2cCheckpoint.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -35,7 +37,9 @@ absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
   ModelSource src;
   src.name = arg;
   std::error_code ec;
-  if (fs::is_regular_file(arg, ec) && GgufFile::looksLikeGguf(arg)) {
+  // A .gguf name without GGUF's magic gets the GGUF reader's error.
+  if (fs::is_regular_file(arg, ec) &&
+      (GgufFile::looksLikeGguf(arg) || absl::EndsWith(arg, ".gguf"))) {
     auto file = GgufFile::open(arg);
     if (!file.ok())
       return file.status();
@@ -47,6 +51,19 @@ absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
     src.isGguf = true;
     src.ggufBlockTypes = ggufProjectionBlockTypes(**file);
     src.ggufFormat = ggufProjectionFormat(**file);
+    return src;
+  }
+  if (fs::is_regular_file(arg, ec)) {
+    // Any other file: llama2.c's, whose reader says what is wrong.
+    auto file = Llama2cCheckpoint::open(arg, /*tensors=*/false);
+    if (!file.ok())
+      return file.status();
+    src.folder = arg;
+    src.config = (*file)->config();
+    src.isLlama2c = true;
+    if ((*file)->header().version == 2)
+      src.llama2cQuantized = absl::StrCat("llama2.c Q8_0, group size ",
+                                          (*file)->header().groupSize);
     return src;
   }
   if (fs::is_directory(arg, ec)) {

@@ -51,13 +51,10 @@ struct Llama2cHeader {
 
 class Llama2cCheckpoint {
 public:
+  /// Without `tensors`, the header and the file's size are checked but no
+  /// tensor is read (version 2's dequantization is the costly part).
   static absl::StatusOr<std::unique_ptr<Llama2cCheckpoint>>
-  open(const std::string &path);
-  /// True when the file at `path` starts as a llama2.c checkpoint: the
-  /// "ak42" magic, or a legacy header of 7 positive fields (the vocabulary
-  /// may be negative) that is not GGUF. Cheap: the sizes are open()'s to
-  /// check.
-  static bool looksLikeLlama2c(const std::string &path);
+  open(const std::string &path, bool tensors = true);
   ~Llama2cCheckpoint();
   Llama2cCheckpoint(const Llama2cCheckpoint &) = delete;
   Llama2cCheckpoint &operator=(const Llama2cCheckpoint &) = delete;
@@ -76,7 +73,7 @@ public:
 
 private:
   explicit Llama2cCheckpoint(std::string path) : path_(std::move(path)) {}
-  absl::Status parse();
+  absl::Status parse(bool tensors);
 
   std::string path_;
   void *map_ = nullptr;

@@ -2,6 +2,7 @@
 #include "runtime/Weights.h"
 #include "runtime/GgufFile.h"
 #include "runtime/GgufModel.h"
+#include "runtime/Llama2cCheckpoint.h"
 #include "runtime/QuantizedCheckpoint.h"
 
 #include "absl/strings/match.h"
@@ -90,7 +91,7 @@ WeightSet::~WeightSet() = default;
 bool WeightSet::present(const std::string &folder) {
   return isFile(join(folder, "model.safetensors")) ||
          isFile(join(folder, "model.safetensors.index.json")) ||
-         (isFile(folder) && GgufFile::looksLikeGguf(folder));
+         isFile(folder); // GGUF or llama2.c: open() checks which
 }
 
 absl::Status WeightSet::openGguf(const std::string &path) {
@@ -117,13 +118,27 @@ absl::Status WeightSet::openGguf(const std::string &path) {
   return absl::OkStatus();
 }
 
+absl::Status WeightSet::openLlama2c(const std::string &path) {
+  origin_ = path;
+  auto file = Llama2cCheckpoint::open(path);
+  if (!file.ok())
+    return file.status();
+  llama2c_ = std::move(*file);
+  for (auto &[name, view] : llama2c_->tensors())
+    byName_[name] = &view;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<WeightSet>>
 WeightSet::open(const std::string &folder) {
   auto set = std::make_unique<WeightSet>();
   if (isFile(folder)) {
-    if (!GgufFile::looksLikeGguf(folder))
-      return fault(folder, "not a model folder or a GGUF file");
-    if (absl::Status s = set->openGguf(folder); !s.ok())
+    // Not GGUF: a llama2.c checkpoint, whose reader says what is wrong.
+    absl::Status s =
+        GgufFile::looksLikeGguf(folder) || absl::EndsWith(folder, ".gguf")
+            ? set->openGguf(folder)
+            : set->openLlama2c(folder);
+    if (!s.ok())
       return s;
     return set;
   }

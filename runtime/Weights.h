@@ -28,17 +28,19 @@ struct WeightSpec {
   std::optional<QuantFormat> quant = {};
 };
 
-class GgufFile; // runtime/GgufFile.h
+class GgufFile;          // runtime/GgufFile.h
+class Llama2cCheckpoint; // runtime/Llama2cCheckpoint.h
 
 /// Every tensor of a Hugging Face model folder: `model.safetensors`, or the
 /// shards that `model.safetensors.index.json` names, and how config.json's
 /// quantization_config says they are quantized (GPTQ, AWQ), when it does.
 /// Or the tensors of a llama GGUF file, under their Hugging Face names
-/// (GgufModel.h). Files stay mapped.
+/// (GgufModel.h), or of a llama2.c checkpoint (Llama2cCheckpoint.h): any
+/// other file. Files stay mapped.
 class WeightSet {
 public:
   /// True when `path` holds weights at all: a folder in either layout, or
-  /// a GGUF file.
+  /// a file (GGUF or llama2.c; open() says when it is neither).
   static bool present(const std::string &path);
   static absl::StatusOr<std::unique_ptr<WeightSet>>
   open(const std::string &path);
@@ -66,15 +68,19 @@ public:
   readQuantized(const std::string &name, int64_t rows, int64_t cols) const;
   /// The GGUF file the weights come from; nullptr for a folder.
   const GgufFile *gguf() const { return gguf_.get(); }
+  /// The llama2.c checkpoint the weights come from; nullptr otherwise.
+  const Llama2cCheckpoint *llama2c() const { return llama2c_.get(); }
   /// The module of a weight `M.weight`: M.
   static std::string moduleOf(const std::string &name);
 
 private:
   absl::Status openGguf(const std::string &path);
+  absl::Status openLlama2c(const std::string &path);
 
   std::string origin_;
   std::shared_ptr<const QuantizationConfig> quant_;
   std::unique_ptr<GgufFile> gguf_;
+  std::unique_ptr<Llama2cCheckpoint> llama2c_;
   std::optional<QuantFormat> ggufFormat_; // its projections' format
   std::vector<std::unique_ptr<TensorView>> ggufViews_;
   std::map<std::string, std::string> unreadable_; // name -> its ggml type

@@ -1,6 +1,7 @@
 //===- Tokenizer.cpp ------------------------------------------------------===//
 #include "tokenizer/Tokenizer.h"
 #include "tokenizer/GgufVocab.h"
+#include "tokenizer/Llama2cVocab.h"
 
 #include <sentencepiece_processor.h>
 
@@ -34,6 +35,11 @@ std::unique_ptr<Tokenizer> Tokenizer::open(const std::string &folder,
               s.ToString() + ")";
       return nullptr;
     }
+  } else if (std::filesystem::is_regular_file(folder)) {
+    error = folder + ": a llama2.c checkpoint holds no tokenizer: name its "
+                     "tokenizer.bin with --tokenizer, or give the prompt as "
+                     "--prompt-ids";
+    return nullptr;
   } else {
     path = std::filesystem::path(folder) / "tokenizer.model";
     if (!present(folder)) {
@@ -50,6 +56,38 @@ std::unique_ptr<Tokenizer> Tokenizer::open(const std::string &folder,
     error = path + ": " + std::to_string(t->sp_->GetPieceSize()) +
             " pieces do not fit the model's vocabulary of " +
             std::to_string(vocab);
+    return nullptr;
+  }
+  return t;
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::openFile(const std::string &path,
+                                               int64_t vocab,
+                                               std::string &error) {
+  if (!std::filesystem::is_regular_file(path)) {
+    error = path + ": no such tokenizer file";
+    return nullptr;
+  }
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  if (path.size() > 6 && path.compare(path.size() - 6, 6, ".model") == 0) {
+    if (auto s = t->sp_->Load(path); !s.ok()) {
+      error = path + ": not a SentencePiece model (" + s.ToString() + ")";
+      return nullptr;
+    }
+    if (t->sp_->GetPieceSize() > vocab) {
+      error = path + ": " + std::to_string(t->sp_->GetPieceSize()) +
+              " pieces do not fit the model's vocabulary of " +
+              std::to_string(vocab);
+      return nullptr;
+    }
+    return t;
+  }
+  std::string proto;
+  if (!llama2cSentencePieceModel(path, vocab, proto, error))
+    return nullptr;
+  if (auto s = t->sp_->LoadFromSerializedProto(proto); !s.ok()) {
+    error = path + ": its pieces do not make a SentencePiece model (" +
+            s.ToString() + ")";
     return nullptr;
   }
   return t;

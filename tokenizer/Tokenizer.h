@@ -27,9 +27,15 @@ class Tokenizer {
 public:
   /// FOLDER/tokenizer.model, or a GGUF file's tokenizer metadata
   /// (GgufVocab.h), checked to fit a vocabulary of `vocab` ids; null with
-  /// `error` set when it cannot be used.
+  /// `error` set when it cannot be used (a llama2.c checkpoint has none:
+  /// openFile reads its tokenizer.bin).
   static std::unique_ptr<Tokenizer> open(const std::string &folder,
                                          int64_t vocab, std::string &error);
+  /// A tokenizer named on its own (`kiln run --tokenizer FILE`): a
+  /// SentencePiece model (FILE.model), else llama2.c's tokenizer.bin
+  /// (Llama2cVocab.h), which must hold exactly `vocab` pieces.
+  static std::unique_ptr<Tokenizer> openFile(const std::string &path,
+                                             int64_t vocab, std::string &error);
   static bool present(const std::string &folder);
   ~Tokenizer();
 

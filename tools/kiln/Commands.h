@@ -53,6 +53,8 @@ int runRun();
 int runInspect();
 /// kiln inspect FILE.gguf: its metadata and tensors (InspectGguf.cpp).
 int inspectGguf(const std::string &path);
+/// kiln inspect MODEL.bin: a llama2.c checkpoint (InspectLlama2c.cpp).
+int inspectLlama2c(const std::string &path);
 int runTune();
 int runCache();
 int runEval();

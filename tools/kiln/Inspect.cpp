@@ -15,8 +15,10 @@ namespace cl = llvm::cl;
 
 namespace kiln {
 namespace {
-cl::opt<std::string> bundlePath(cl::Positional, cl::desc("BUNDLE or FILE.gguf"),
-                                cl::Required, cl::sub(inspectCommand()));
+cl::opt<std::string>
+    bundlePath(cl::Positional,
+               cl::desc("BUNDLE, FILE.gguf or a llama2.c MODEL.bin"),
+               cl::Required, cl::sub(inspectCommand()));
 cl::opt<bool>
     sassFlag("sass",
              cl::desc("Audit each kernel's SASS: registers, spills, occupancy, "
@@ -99,8 +101,13 @@ void printLaunches(const Program &p, const std::vector<Launch> &launches) {
 } // namespace
 
 int runInspect() {
-  if (GgufFile::looksLikeGguf(bundlePath) && !sassFlag && !sassJsonFlag)
-    return inspectGguf(bundlePath);
+  if (!sassFlag && !sassJsonFlag) {
+    if (GgufFile::looksLikeGguf(bundlePath) ||
+        llvm::StringRef(bundlePath).ends_with(".gguf"))
+      return inspectGguf(bundlePath);
+    if (llvm::StringRef(bundlePath).ends_with(".bin"))
+      return inspectLlama2c(bundlePath);
+  }
   auto bundle = readBundle(bundlePath);
   if (!bundle.ok())
     return fail(bundle.status());

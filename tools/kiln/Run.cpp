@@ -31,6 +31,12 @@ cl::list<std::string> promptTexts(
              "tokenizer.model; the continuation is printed as it comes. "
              "Given more than once: a batch"),
     cl::value_desc("text"), cl::sub(runCommand()));
+cl::opt<std::string> tokenizerFile(
+    "tokenizer",
+    cl::desc("The tokenizer of --prompt, in place of the model's own: "
+             "llama2.c's tokenizer.bin (a llama2.c checkpoint has none), or "
+             "a SentencePiece FILE.model"),
+    cl::value_desc("file"), cl::sub(runCommand()));
 cl::opt<std::string>
     promptIds("prompt-ids",
               cl::desc("The prompt as token ids: 1,2,3; several for a batch: "
@@ -64,7 +70,8 @@ cl::opt<std::string> device("device",
 cl::opt<std::string> weightsFolder(
     "weights",
     cl::desc("The model folder whose safetensors a bundle runs with (or "
-             "other weights for a model of the same shapes)"),
+             "other weights for a model of the same shapes; or a GGUF file "
+             "or llama2.c checkpoint)"),
     cl::value_desc("folder"), cl::sub(runCommand()));
 cl::opt<std::string> dumpLogits(
     "dump-logits",
@@ -154,6 +161,10 @@ int runRun() {
     return fail(absl::InvalidArgumentError(
                     "--no-logits: there are no logits for --dump-logits"),
                 2);
+  if (!tokenizerFile.empty() && promptTexts.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--tokenizer: a tokenizer is for a text prompt (--prompt)"),
+                2);
   if (!stopStrings.empty() && promptTexts.empty())
     return fail(absl::InvalidArgumentError(
                     "--stop: stop strings need a text prompt (--prompt) and "
@@ -176,7 +187,9 @@ int runRun() {
     if (promptTexts.empty())
       return absl::OkStatus();
     std::string error;
-    tokenizer = Tokenizer::open(folder, vocab, error);
+    tokenizer = tokenizerFile.empty()
+                    ? Tokenizer::open(folder, vocab, error)
+                    : Tokenizer::openFile(tokenizerFile, vocab, error);
     if (!tokenizer)
       return absl::InvalidArgumentError(error);
     for (const std::string &text : promptTexts)
