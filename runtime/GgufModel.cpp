@@ -112,6 +112,25 @@ absl::StatusOr<LlamaConfig> ggufLlamaConfig(const GgufFile &file) {
     return fault(file, "has no 2-D tensor 'token_embd.weight' (the token "
                        "embeddings)");
   c.vocabSize = embed->dims[1];
+  // The counts that size the whole model, held to the tensors before
+  // anything is built from them.
+  if (embed->dims[0] != c.hiddenSize)
+    return fault(file, absl::StrCat("llama.embedding_length (", c.hiddenSize,
+                                    ") differs from token_embd.weight's "
+                                    "rows of ",
+                                    embed->dims[0]));
+  int64_t blocks = 0;
+  for (const GgufTensor &t : file.tensors()) {
+    std::string name = ggufToHuggingFaceName(t.name);
+    constexpr std::string_view layers = "model.layers.";
+    if (name.compare(0, layers.size(), layers) == 0)
+      blocks =
+          std::max<int64_t>(blocks, std::stoll(name.substr(layers.size())) + 1);
+  }
+  if (blocks != c.numLayers)
+    return fault(file, absl::StrCat("llama.block_count is ", c.numLayers,
+                                    ", but the file has tensors of ", blocks,
+                                    " blocks"));
   c.tieWordEmbeddings = file.tensor("output.weight") == nullptr;
   c.torchDtype = "gguf";
   if (c.hiddenSize % c.numHeads != 0)

@@ -358,6 +358,20 @@ TEST(GgufModel, RefusesShapesThatDisagreeWithTheHyperparameters) {
                       "llama.attention.head_count (4)"),
             std::string::npos);
   file = GgufFile::open(
+      patchedU32("tiny-gqa-Q4_0.gguf", "llama.block_count", 1u << 30));
+  ASSERT_TRUE(file.ok());
+  EXPECT_NE(std::string(ggufLlamaConfig(**file).status().message())
+                .find("llama.block_count is 1073741824, but the file has "
+                      "tensors of 2 blocks"),
+            std::string::npos);
+  file = GgufFile::open(
+      patchedU32("tiny-gqa-Q4_0.gguf", "llama.embedding_length", 128));
+  ASSERT_TRUE(file.ok());
+  EXPECT_NE(std::string(ggufLlamaConfig(**file).status().message())
+                .find("llama.embedding_length (128) differs from "
+                      "token_embd.weight's rows of 64"),
+            std::string::npos);
+  file = GgufFile::open(
       patchedU32("tiny-gqa-Q4_0.gguf", "llama.rope.dimension_count", 8));
   ASSERT_TRUE(file.ok());
   EXPECT_NE(std::string(ggufLlamaConfig(**file).status().message())
