@@ -564,6 +564,35 @@ PY
 done
 ((qsaid)) && say ""
 
+# The quantized GEMVs timed alone (issue 17): int4-g128's decode steps
+# after a 128-token prompt (kiln-run --profile), each kernel's weight
+# bandwidth beside the cost model's prediction, which still says
+# memory-bound where the H200 measured 1-1.4 TB/s (docs/cost-model.md).
+qbundle="$kit/llama2-7b-int4-g128.kiln"
+if [ -f "$qbundle" ] && [ -f "$work/prompts-decode-128.txt" ]; then
+  log="$work/profile-int4.txt"
+  if model="$qbundle" run_7b "$(box 40 120)" decode-128 1 16 --profile \
+    >"$log" 2>&1; then
+    say "Profile of $name int4-g128, batch 1 (a 128-token prompt, 16 new tokens):"
+    say ""
+    say '```'
+    sed -n '/profile /,$p' "$log" | tee -a "$report"
+    say '```'
+    say ""
+    qcosts="${qbundle%.kiln}-costs.json"
+    if [ -f "$qcosts" ] && python3 bench/profile_table.py "$log" "$qcosts" \
+      --decode 1:136 --prefill 128 ${gpu_name:+--gpu "$gpu_name"} \
+      >"$work/profile-table-int4.md" 2>&1; then
+      tee -a "$report" <"$work/profile-table-int4.md"
+      say ""
+    fi
+  else
+    not_run "$log"
+    say "Profile of $name int4-g128: $result"
+    say ""
+  fi
+fi
+
 # Where the time goes: every launch of llama2-7b's prefill and decode
 # steps timed alone (kiln-run --profile; the second of two runs): a
 # 2048-token prompt at batch 1 (cuBLAS and the tiled attention in prefill,

@@ -126,8 +126,12 @@ build/bin/kiln compile llama2-7b -o gpu-kit/llama2-7b.kiln --max-batch 32 --max-
 # Quantized llama2-7b for issue 17's speed targets (gpu_check.sh's
 # quantized table): int4-g128 decode, fp8 decode and W8A8 prefill
 # (cuBLASLt's FP8 GEMM: sm_90 only).
+# int4-g128's costs too: gpu_check.sh profiles its decode (the quantized
+# GEMVs the cost model still predicts memory-bound: docs/cost-model.md).
 build/bin/kiln compile llama2-7b --quantize int4-g128 --max-context 2304 \
-  --target sm_90,sm_80 -o gpu-kit/llama2-7b-int4-g128.kiln >/dev/null
+  --target sm_90,sm_80 -o gpu-kit/llama2-7b-int4-g128.kiln \
+  --stats-json gpu-kit/llama2-7b-int4-g128-costs.json \
+  --stats-step decode:1:136 --stats-step prefill:128 >/dev/null
 build/bin/kiln compile llama2-7b --quantize fp8 --kernel-options quant-gemm=2 \
   --max-context 2304 --target sm_90 -o gpu-kit/llama2-7b-fp8-w8a8.kiln >/dev/null
 # Tuning candidates for llama2-7b on the H200 (kiln tune --emit-candidates):
