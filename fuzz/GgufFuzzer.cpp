@@ -3,13 +3,15 @@
 // Whatever the bytes, open() either refuses them with a status or returns
 // metadata and tensors whose every byte lies inside the file: describing
 // each value and dequantizing each tensor touches all of them, and the
-// llama reading (config, names, the projections' format) runs on them
+// llama reading (config, names, the projections' format) and the tokenizer
+// rebuilt from the metadata (loaded by libsentencepiece) run on them
 // (AddressSanitizer watches).
 //
 //===----------------------------------------------------------------------===//
 #include "fuzz/FuzzInput.h"
 #include "runtime/GgufFile.h"
 #include "runtime/GgufModel.h"
+#include "tokenizer/Tokenizer.h"
 
 #include <vector>
 
@@ -24,6 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       (void)value.number(i);
   }
   (void)kiln::ggufLlamaConfig(**file);
+  std::string error;
+  if (auto t = kiln::Tokenizer::open(path, int64_t(1) << 30, error))
+    (void)t->decode(t->encode("a b\n\xe4\xbd\xa0"));
   (void)kiln::ggufProjectionFormat(**file);
   for (const kiln::GgufTensor &t : (*file)->tensors()) {
     (void)kiln::ggufToHuggingFaceName(t.name);

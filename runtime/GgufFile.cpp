@@ -316,7 +316,6 @@ absl::Status GgufFile::parse() {
     return absl::OkStatus();
   };
 
-  metadata_.reserve(kvCount);
   for (uint64_t k = 0; k < kvCount; ++k) {
     std::string_view key;
     if (absl::Status s = readString(key, absl::StrCat("metadata key #", k));
@@ -354,13 +353,17 @@ absl::Status GgufFile::parse() {
         return fault(path_, absl::StrCat(where, ": ", v.count,
                                          " strings run past the end of the "
                                          "file"));
-      v.strings.resize(v.count);
-      for (uint64_t i = 0; i < v.count; ++i)
+      // Pushed as read: memory follows the strings the file really holds,
+      // not a count it claims.
+      for (uint64_t i = 0; i < v.count; ++i) {
+        std::string_view text;
         if (absl::Status s = readString(
-                v.strings[i],
+                text,
                 v.isArray() ? absl::StrCat(where, " element ", i) : where);
             !s.ok())
           return s;
+        v.strings.push_back(text);
+      }
     } else {
       uint64_t size = numberBytes(elem);
       if (v.count > in.left() / size)
@@ -377,13 +380,13 @@ absl::Status GgufFile::parse() {
   if (const GgufValue *a = find("general.alignment")) {
     auto value =
         a->isArray() || a->type != GgufType::U32 ? std::nullopt : a->integer();
-    if (!value || *value == 0 || (*value & (*value - 1)) != 0)
+    if (!value || *value < 8 || (*value & (*value - 1)) != 0)
       return fault(path_, absl::StrCat("general.alignment (", a->describe(),
-                                       ") is not a u32 power of two"));
+                                       ") is not a u32 power of two of at "
+                                       "least 8"));
     alignment_ = uint64_t(*value);
   }
 
-  tensors_.reserve(tensorCount);
   for (uint64_t i = 0; i < tensorCount; ++i) {
     GgufTensor t;
     std::string_view name;

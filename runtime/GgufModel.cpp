@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -94,6 +96,23 @@ absl::StatusOr<LlamaConfig> ggufLlamaConfig(const GgufFile &file) {
                                 "; kiln supports Llama 2's unscaled "
                                 "RoPE only"));
   }
+  // Other spellings of a scaled RoPE, and mixtures of experts.
+  for (const char *key :
+       {"llama.rope.scale_linear", "llama.rope.scaling.factor"})
+    if (const GgufValue *v = file.find(key)) {
+      auto x = v->isArray() ? std::nullopt : v->number();
+      if (!x || *x != 1.0)
+        return fault(file, absl::StrCat(key, " is ", v->describe(),
+                                        "; kiln supports Llama 2's unscaled "
+                                        "RoPE only"));
+    }
+  if (const GgufValue *v = file.find("llama.expert_count")) {
+    auto x = v->isArray() ? std::nullopt : v->integer();
+    if (!x || *x != 0)
+      return fault(file, absl::StrCat("llama.expert_count is ", v->describe(),
+                                      "; kiln runs dense Llama 2, not a "
+                                      "mixture of experts"));
+  }
   MetadataReader r{file};
   LlamaConfig c;
   c.hiddenSize = r.positive("llama.embedding_length");
@@ -119,18 +138,42 @@ absl::StatusOr<LlamaConfig> ggufLlamaConfig(const GgufFile &file) {
                                     ") differs from token_embd.weight's "
                                     "rows of ",
                                     embed->dims[0]));
-  int64_t blocks = 0;
+  // Every block 0..N-1 holds its nine tensors, and nothing kiln would not
+  // read is there (a bias, a tensor of another block): tensors the model
+  // would ignore are a model kiln would run wrong.
+  std::vector<int> perBlock(size_t(std::min<int64_t>(c.numLayers, 1 << 20)));
   for (const GgufTensor &t : file.tensors()) {
+    if (t.name == "rope_freqs.weight")
+      return fault(file, "tensor 'rope_freqs.weight' scales RoPE's "
+                         "frequencies (Llama 3's scaling); kiln supports "
+                         "Llama 2's unscaled RoPE only");
     std::string name = ggufToHuggingFaceName(t.name);
     constexpr std::string_view layers = "model.layers.";
-    if (name.compare(0, layers.size(), layers) == 0)
-      blocks =
-          std::max<int64_t>(blocks, std::stoll(name.substr(layers.size())) + 1);
+    if (name.compare(0, layers.size(), layers) == 0) {
+      int64_t block = std::stoll(name.substr(layers.size()));
+      if (block >= int64_t(perBlock.size()))
+        return fault(file, absl::StrCat("tensor '", t.name,
+                                        "' is past llama.block_count (",
+                                        c.numLayers, ")"));
+      ++perBlock[size_t(block)];
+    } else if (name.empty() && t.name.compare(0, 4, "blk.") == 0) {
+      return fault(file, absl::StrCat("tensor '", t.name,
+                                      "' is not one of a Llama 2 block's "
+                                      "(kiln would leave it out)"));
+    }
   }
-  if (blocks != c.numLayers)
-    return fault(file, absl::StrCat("llama.block_count is ", c.numLayers,
-                                    ", but the file has tensors of ", blocks,
-                                    " blocks"));
+  for (size_t b = 0; b < perBlock.size(); ++b)
+    if (perBlock[b] != int(std::size(kLayerTensors)))
+      return fault(file, absl::StrCat("llama.block_count is ", c.numLayers,
+                                      ", but block ", b, " has ", perBlock[b],
+                                      " of its ", std::size(kLayerTensors),
+                                      " tensors"));
+  if (const GgufTensor *up = file.tensor("blk.0.ffn_up.weight");
+      up && up->dims.size() == 2 && up->dims[1] != c.intermediateSize)
+    return fault(file,
+                 absl::StrCat("llama.feed_forward_length (", c.intermediateSize,
+                              ") differs from blk.0.ffn_up.weight's ",
+                              up->dims[1], " rows"));
   c.tieWordEmbeddings = file.tensor("output.weight") == nullptr;
   c.torchDtype = "gguf";
   if (c.hiddenSize % c.numHeads != 0)

@@ -3,6 +3,7 @@
 #include "runtime/GgufFile.h"
 #include "tokenizer/SentencePieceModel.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace kiln {
@@ -83,13 +84,17 @@ bool ggufSentencePieceModel(const std::string &path, std::string &proto,
   spec.eos = int(eos);
   spec.dummyPrefix = flag("tokenizer.ggml.add_space_prefix", true);
   for (uint64_t i = 0; i < n; ++i) {
-    int64_t type = types ? *types->integer(i) : int64_t(PieceType::Normal);
-    if (type < 1 || type > 6)
-      return fail("tokenizer.ggml.token_type[" + std::to_string(i) + "] is " +
-                  std::to_string(type) + ", not a type from 1 to 6");
-    spec.pieces.push_back({std::string(tokens->strings[i]),
-                           scores ? float(*scores->number(i)) : 0.0f,
-                           PieceType(type)});
+    // Each element checked: a u64 past INT64_MAX has no integer value.
+    auto type = types ? types->integer(i) : int64_t(PieceType::Normal);
+    if (!type || *type < 1 || *type > 6)
+      return fail("tokenizer.ggml.token_type[" + std::to_string(i) +
+                  "] is not a type from 1 to 6");
+    auto score = scores ? scores->number(i) : 0.0;
+    if (!score || !std::isfinite(float(*score)))
+      return fail("tokenizer.ggml.scores[" + std::to_string(i) +
+                  "] is not a finite number");
+    spec.pieces.push_back(
+        {std::string(tokens->strings[i]), float(*score), PieceType(*type)});
   }
   // SentencePiece insists on these; a file that disagrees is corrupt.
   if (std::string e = sentencePieceSpecError(spec); !e.empty())

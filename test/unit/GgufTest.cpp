@@ -361,8 +361,8 @@ TEST(GgufModel, RefusesShapesThatDisagreeWithTheHyperparameters) {
       patchedU32("tiny-gqa-Q4_0.gguf", "llama.block_count", 1u << 30));
   ASSERT_TRUE(file.ok());
   EXPECT_NE(std::string(ggufLlamaConfig(**file).status().message())
-                .find("llama.block_count is 1073741824, but the file has "
-                      "tensors of 2 blocks"),
+                .find("llama.block_count is 1073741824, but block 2 has 0 "
+                      "of its 9 tensors"),
             std::string::npos);
   file = GgufFile::open(
       patchedU32("tiny-gqa-Q4_0.gguf", "llama.embedding_length", 128));
@@ -377,6 +377,24 @@ TEST(GgufModel, RefusesShapesThatDisagreeWithTheHyperparameters) {
   EXPECT_NE(std::string(ggufLlamaConfig(**file).status().message())
                 .find("llama.rope.dimension_count (8) is not the head "
                       "dimension (16)"),
+            std::string::npos);
+}
+
+TEST(GgufModel, RefusesTensorsItWouldLeaveOut) {
+  // A tensor of block 0 that is none of Llama 2's (a bias, say): the model
+  // would run without it.
+  std::ifstream in(fixtures() + "tiny-gqa-Q4_0.gguf", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  std::string b = bytes.str();
+  size_t at = b.find("blk.0.attn_norm.weight");
+  ASSERT_NE(at, std::string::npos);
+  b.replace(at, 22, "blk.0.attn_q_bias.abcd");
+  auto file = GgufFile::open(writeTemp(b));
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_NE(std::string(ggufLlamaConfig(**file).status().message())
+                .find("tensor 'blk.0.attn_q_bias.abcd' is not one of a Llama "
+                      "2 block's"),
             std::string::npos);
 }
 

@@ -8,6 +8,17 @@
 #include "llvm/Support/raw_ostream.h"
 
 namespace kiln {
+namespace {
+/// Keys and names come from the file: no control characters reach the
+/// terminal.
+std::string printable(std::string_view text) {
+  std::string out(text);
+  for (char &c : out)
+    if (uint8_t(c) < 0x20 || c == 0x7f)
+      c = '?';
+  return out;
+}
+} // namespace
 
 int inspectGguf(const std::string &path) {
   auto opened = GgufFile::open(path);
@@ -42,12 +53,12 @@ int inspectGguf(const std::string &path) {
   }
   os << "  metadata\n";
   for (const auto &[key, value] : file.metadata())
-    os << llvm::formatv("    {0,-42} {1}\n", key, value.describe());
+    os << llvm::formatv("    {0,-42} {1}\n", printable(key), value.describe());
   os << "  tensors   (type, row-major shape, bytes, data offset, the Hugging "
         "Face name)\n";
   for (const GgufTensor &t : file.tensors())
     os << llvm::formatv("    {0,-28} {1,-5} {2,-14} {3,10} at {4,-10} {5}\n",
-                        t.name, ggmlTypeInfo(t.type).name,
+                        printable(t.name), ggmlTypeInfo(t.type).name,
                         shapeString(t.shape()), t.bytes, t.offset,
                         ggufToHuggingFaceName(t.name));
   return 0;
