@@ -1,5 +1,6 @@
 //===- GgufFile.cpp - validating GGUF reader ------------------------------===//
 #include "runtime/GgufFile.h"
+#include "runtime/MappedFile.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -8,8 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace kiln {
@@ -228,33 +227,18 @@ bool GgufFile::looksLikeGguf(const std::string &path) {
 absl::StatusOr<std::unique_ptr<GgufFile>>
 GgufFile::open(const std::string &path) {
   std::unique_ptr<GgufFile> file(new GgufFile(path));
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fault(path, std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fault(path, "not a regular file");
-  }
-  file->size_ = uint64_t(st.st_size);
-  if (file->size_ > 0) {
-    file->map_ = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (file->map_ == MAP_FAILED) {
-      file->map_ = nullptr;
-      ::close(fd);
-      return fault(path, absl::StrCat("mmap failed: ", std::strerror(errno)));
-    }
-  }
-  ::close(fd);
+  auto mapped = MappedFile::open(path);
+  if (!mapped.ok())
+    return mapped.status();
+  file->mapping_ = std::move(*mapped);
+  file->map_ = file->mapping_->data();
+  file->size_ = file->mapping_->size();
   if (absl::Status s = file->parse(); !s.ok())
     return s;
   return file;
 }
 
-GgufFile::~GgufFile() {
-  if (map_)
-    ::munmap(map_, size_);
-}
+GgufFile::~GgufFile() = default;
 
 const GgufValue *GgufFile::find(std::string_view key) const {
   auto it = keyIndex_.find(key);

@@ -14,6 +14,7 @@
 #define KILN_RUNTIME_GGUFFILE_H
 
 #include "runtime/GgmlBlocks.h"
+#include "runtime/MappedFile.h"
 
 #include "absl/status/statusor.h"
 
@@ -113,7 +114,8 @@ private:
   absl::Status parse();
 
   std::string path_;
-  void *map_ = nullptr;
+  std::unique_ptr<MappedFile> mapping_;
+  const void *map_ = nullptr; // mapping_'s bytes
   uint64_t size_ = 0;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

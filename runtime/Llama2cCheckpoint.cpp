@@ -1,5 +1,6 @@
 //===- Llama2cCheckpoint.cpp - validating llama2.c reader -----------------===//
 #include "runtime/Llama2cCheckpoint.h"
+#include "runtime/MappedFile.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -7,10 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <functional>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace kiln {
@@ -151,36 +149,21 @@ std::string bytesString(unsigned __int128 n) {
 }
 } // namespace
 
-Llama2cCheckpoint::~Llama2cCheckpoint() {
-  if (map_)
-    ::munmap(map_, size_);
-}
-
 absl::StatusOr<std::unique_ptr<Llama2cCheckpoint>>
 Llama2cCheckpoint::open(const std::string &path, bool tensors) {
   std::unique_ptr<Llama2cCheckpoint> file(new Llama2cCheckpoint(path));
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fault(path, std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fault(path, "not a regular file");
-  }
-  file->size_ = uint64_t(st.st_size);
-  if (file->size_ > 0) {
-    file->map_ = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (file->map_ == MAP_FAILED) {
-      file->map_ = nullptr;
-      ::close(fd);
-      return fault(path, absl::StrCat("mmap failed: ", std::strerror(errno)));
-    }
-  }
-  ::close(fd);
+  auto mapped = MappedFile::open(path);
+  if (!mapped.ok())
+    return mapped.status();
+  file->mapping_ = std::move(*mapped);
+  file->map_ = file->mapping_->data();
+  file->size_ = file->mapping_->size();
   if (absl::Status s = file->parse(tensors); !s.ok())
     return s;
   return file;
 }
+
+Llama2cCheckpoint::~Llama2cCheckpoint() = default;
 
 absl::Status Llama2cCheckpoint::parse(bool tensors) {
   const auto *bytes = static_cast<const uint8_t *>(map_);

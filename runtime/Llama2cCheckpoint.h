@@ -25,6 +25,7 @@
 #ifndef KILN_RUNTIME_LLAMA2CCHECKPOINT_H
 #define KILN_RUNTIME_LLAMA2CCHECKPOINT_H
 
+#include "runtime/MappedFile.h"
 #include "runtime/ModelConfig.h"
 #include "runtime/SafeTensors.h"
 
@@ -76,7 +77,8 @@ private:
   absl::Status parse(bool tensors);
 
   std::string path_;
-  void *map_ = nullptr;
+  std::unique_ptr<MappedFile> mapping_;
+  const void *map_ = nullptr; // mapping_'s bytes
   uint64_t size_ = 0;
   Llama2cHeader header_;
   LlamaConfig config_;

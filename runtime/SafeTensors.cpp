@@ -3,6 +3,7 @@
 #include "runtime/AtomicFile.h"
 #include "runtime/GgmlBlocks.h"
 #include "runtime/JsonRead.h"
+#include "runtime/MappedFile.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,9 +13,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace kiln {
@@ -67,33 +65,18 @@ void TensorView::toFloat(float *out) const {
 absl::StatusOr<std::unique_ptr<SafeTensorsFile>>
 SafeTensorsFile::open(const std::string &path) {
   std::unique_ptr<SafeTensorsFile> file(new SafeTensorsFile(path));
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fault(path, std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fault(path, "not a regular file");
-  }
-  file->size_ = size_t(st.st_size);
-  if (file->size_ > 0) {
-    file->map_ = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (file->map_ == MAP_FAILED) {
-      file->map_ = nullptr;
-      ::close(fd);
-      return fault(path, absl::StrCat("mmap failed: ", std::strerror(errno)));
-    }
-  }
-  ::close(fd);
+  auto mapped = MappedFile::open(path);
+  if (!mapped.ok())
+    return mapped.status();
+  file->mapping_ = std::move(*mapped);
+  file->map_ = file->mapping_->data();
+  file->size_ = file->mapping_->size();
   if (absl::Status s = file->parse(); !s.ok())
     return s;
   return file;
 }
 
-SafeTensorsFile::~SafeTensorsFile() {
-  if (map_)
-    ::munmap(map_, size_);
-}
+SafeTensorsFile::~SafeTensorsFile() = default;
 
 const TensorView *SafeTensorsFile::find(const std::string &name) const {
   auto it = tensors_.find(name);

@@ -12,6 +12,7 @@
 #define KILN_RUNTIME_SAFETENSORS_H
 
 #include "runtime/DType.h"
+#include "runtime/MappedFile.h"
 
 #include "absl/status/statusor.h"
 
@@ -61,8 +62,9 @@ private:
   absl::Status parse();
 
   std::string path_;
-  void *map_ = nullptr;
-  size_t size_ = 0;
+  std::unique_ptr<MappedFile> mapping_;
+  const void *map_ = nullptr; // mapping_'s bytes
+  uint64_t size_ = 0;
   std::map<std::string, TensorView> tensors_;
   std::map<std::string, std::string> metadata_;
 };
