@@ -159,6 +159,19 @@ inline float bf16ToFloat(uint16_t b) {
   return f;
 }
 
+/// `n` elements of a float type (isFloat) at `data` into out[n].
+inline void floatsToFloat(DType t, const uint8_t *data, int64_t n, float *out) {
+  if (t == DType::F32) {
+    std::memcpy(out, data, size_t(n) * 4);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, data + 2 * i, 2);
+    out[i] = t == DType::F16 ? halfToFloat(bits) : bf16ToFloat(bits);
+  }
+}
+
 } // namespace kiln
 
 #endif // KILN_RUNTIME_DTYPE_H

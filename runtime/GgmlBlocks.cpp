@@ -8,7 +8,6 @@
 #include "runtime/GgmlBlocks.h"
 
 #include <cstring>
-#include <utility>
 
 namespace kiln {
 namespace {
@@ -206,29 +205,47 @@ std::optional<GgmlTypeInfo> ggmlTypeInfo(uint32_t id) {
 }
 
 namespace {
-constexpr std::pair<GgmlType, DType> kDTypes[] = {
-    {GgmlType::F32, DType::F32},   {GgmlType::F16, DType::F16},
-    {GgmlType::BF16, DType::BF16}, {GgmlType::Q8_0, DType::Q8_0},
-    {GgmlType::Q4_0, DType::Q4_0}, {GgmlType::Q4_1, DType::Q4_1},
-    {GgmlType::Q5_0, DType::Q5_0}, {GgmlType::Q5_1, DType::Q5_1},
-    {GgmlType::Q4_K, DType::Q4_K}, {GgmlType::Q5_K, DType::Q5_K},
-    {GgmlType::Q6_K, DType::Q6_K},
+/// The types kiln reads: their DType, and their block's dequantizer (none
+/// for the plain float types).
+struct Readable {
+  GgmlType type;
+  DType dtype;
+  void (*block)(const uint8_t *, float *);
 };
+constexpr Readable kReadable[] = {
+    {GgmlType::F32, DType::F32, nullptr},
+    {GgmlType::F16, DType::F16, nullptr},
+    {GgmlType::BF16, DType::BF16, nullptr},
+    {GgmlType::Q8_0, DType::Q8_0, q8_0},
+    {GgmlType::Q4_0, DType::Q4_0, q4_0},
+    {GgmlType::Q4_1, DType::Q4_1, q4_1},
+    {GgmlType::Q5_0, DType::Q5_0, q5_0},
+    {GgmlType::Q5_1, DType::Q5_1, q5_1},
+    {GgmlType::Q4_K, DType::Q4_K, q4_K},
+    {GgmlType::Q5_K, DType::Q5_K, q5_K},
+    {GgmlType::Q6_K, DType::Q6_K, q6_K},
+};
+
+const Readable *readable(GgmlType t) {
+  for (const Readable &r : kReadable)
+    if (r.type == t)
+      return &r;
+  return nullptr;
+}
 } // namespace
 
 std::optional<DType> dtypeOfGgml(GgmlType t) {
-  for (auto [g, d] : kDTypes)
-    if (g == t)
-      return d;
+  if (const Readable *r = readable(t))
+    return r->dtype;
   return std::nullopt;
 }
 
 std::optional<GgmlType> ggmlTypeOf(DType t) {
   if (!isGgmlBlock(t))
     return std::nullopt;
-  for (auto [g, d] : kDTypes)
-    if (d == t)
-      return g;
+  for (const Readable &r : kReadable)
+    if (r.dtype == t)
+      return r.type;
   return std::nullopt;
 }
 
@@ -245,51 +262,18 @@ std::optional<uint64_t> ggmlBytes(GgmlType t, int64_t elements) {
 
 void ggmlDequantize(GgmlType t, const uint8_t *blocks, int64_t elements,
                     float *out) {
-  GgmlTypeInfo info = ggmlTypeInfo(t);
-  const int64_t n = elements / info.blockElements;
-  void (*block)(const uint8_t *, float *) = nullptr;
-  switch (t) {
-  case GgmlType::F32:
-    std::memcpy(out, blocks, size_t(elements) * 4);
-    return;
-  case GgmlType::F16:
-  case GgmlType::BF16:
-    for (int64_t i = 0; i < elements; ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, blocks + 2 * i, 2);
-      out[i] = t == GgmlType::F16 ? halfToFloat(bits) : bf16ToFloat(bits);
-    }
-    return;
-  case GgmlType::Q4_0:
-    block = q4_0;
-    break;
-  case GgmlType::Q4_1:
-    block = q4_1;
-    break;
-  case GgmlType::Q5_0:
-    block = q5_0;
-    break;
-  case GgmlType::Q5_1:
-    block = q5_1;
-    break;
-  case GgmlType::Q8_0:
-    block = q8_0;
-    break;
-  case GgmlType::Q4_K:
-    block = q4_K;
-    break;
-  case GgmlType::Q5_K:
-    block = q5_K;
-    break;
-  case GgmlType::Q6_K:
-    block = q6_K;
-    break;
-  default:
+  const Readable *r = readable(t);
+  if (!r) {
     std::memset(out, 0, size_t(elements) * 4); // callers check dtypeOfGgml
     return;
   }
-  for (int64_t i = 0; i < n; ++i)
-    block(blocks + i * info.blockBytes, out + i * info.blockElements);
+  if (!r->block) {
+    floatsToFloat(r->dtype, blocks, elements, out);
+    return;
+  }
+  const GgmlTypeInfo info = ggmlTypeInfo(t);
+  for (int64_t i = 0; i < elements / info.blockElements; ++i)
+    r->block(blocks + i * info.blockBytes, out + i * info.blockElements);
 }
 
 } // namespace kiln

@@ -39,27 +39,12 @@ int64_t TensorView::numElements() const {
 
 void TensorView::toFloat(float *out) const {
   int64_t n = numElements();
-  switch (dtype) {
-  case DType::F32:
-    std::memcpy(out, data, n * 4);
-    return;
-  case DType::F16:
-  case DType::BF16:
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, data + 2 * i, 2);
-      out[i] = dtype == DType::F16 ? halfToFloat(bits) : bf16ToFloat(bits);
-    }
-    return;
-  case DType::I32:
-  case DType::I64:
-  case DType::U8:
-    break;
-  default: // ggml's block types, exactly as llama.cpp dequantizes them
+  if (isFloat(dtype))
+    floatsToFloat(dtype, data, n, out);
+  else if (isGgmlBlock(dtype)) // exactly as llama.cpp dequantizes them
     ggmlDequantize(*ggmlTypeOf(dtype), data, n, out);
-    return;
-  }
-  std::fill(out, out + n, 0.0f); // callers check isFloat first
+  else
+    std::fill(out, out + n, 0.0f); // callers check isFloat first
 }
 
 absl::StatusOr<std::unique_ptr<SafeTensorsFile>>
