@@ -20,21 +20,43 @@ bool Tokenizer::present(const std::string &folder) {
                                           "tokenizer.model");
 }
 
+bool Tokenizer::loadModel(const std::string &path, std::string &error) {
+  if (auto s = sp_->Load(path); !s.ok()) {
+    error = path + ": not a SentencePiece model (" + s.ToString() + ")";
+    return false;
+  }
+  return true;
+}
+
+bool Tokenizer::loadPieces(const std::string &proto, const std::string &path,
+                           std::string &error) {
+  if (auto s = sp_->LoadFromSerializedProto(proto); !s.ok()) {
+    error = path + ": its pieces do not make a SentencePiece model (" +
+            s.ToString() + ")";
+    return false;
+  }
+  return true;
+}
+
+bool Tokenizer::fits(const std::string &path, int64_t vocab,
+                     std::string &error) const {
+  if (sp_->GetPieceSize() <= vocab)
+    return true;
+  error = path + ": " + std::to_string(sp_->GetPieceSize()) +
+          " pieces do not fit the model's vocabulary of " +
+          std::to_string(vocab);
+  return false;
+}
+
 std::unique_ptr<Tokenizer> Tokenizer::open(const std::string &folder,
                                            int64_t vocab, std::string &error) {
   std::unique_ptr<Tokenizer> t(new Tokenizer());
   std::string path = folder;
   if (isGgufFile(folder)) {
     std::string proto;
-    if (!ggufSentencePieceModel(folder, proto, t->addBos_, error))
+    if (!ggufSentencePieceModel(folder, proto, t->addBos_, error) ||
+        !t->loadPieces(proto, folder, error))
       return nullptr;
-    if (auto s = t->sp_->LoadFromSerializedProto(proto); !s.ok()) {
-      error = folder +
-              ": its tokenizer metadata is not a SentencePiece "
-              "model (" +
-              s.ToString() + ")";
-      return nullptr;
-    }
   } else if (std::filesystem::is_regular_file(folder)) {
     error = folder + ": a llama2.c checkpoint holds no tokenizer: name its "
                      "tokenizer.bin with --tokenizer, or give the prompt as "
@@ -47,18 +69,10 @@ std::unique_ptr<Tokenizer> Tokenizer::open(const std::string &folder,
           folder + ": has no tokenizer.model: give the prompt as --prompt-ids";
       return nullptr;
     }
-    if (auto s = t->sp_->Load(path); !s.ok()) {
-      error = path + ": not a SentencePiece model (" + s.ToString() + ")";
+    if (!t->loadModel(path, error))
       return nullptr;
-    }
   }
-  if (t->sp_->GetPieceSize() > vocab) {
-    error = path + ": " + std::to_string(t->sp_->GetPieceSize()) +
-            " pieces do not fit the model's vocabulary of " +
-            std::to_string(vocab);
-    return nullptr;
-  }
-  return t;
+  return t->fits(path, vocab, error) ? std::move(t) : nullptr;
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::openFile(const std::string &path,
@@ -69,27 +83,15 @@ std::unique_ptr<Tokenizer> Tokenizer::openFile(const std::string &path,
     return nullptr;
   }
   std::unique_ptr<Tokenizer> t(new Tokenizer());
-  if (path.size() > 6 && path.compare(path.size() - 6, 6, ".model") == 0) {
-    if (auto s = t->sp_->Load(path); !s.ok()) {
-      error = path + ": not a SentencePiece model (" + s.ToString() + ")";
-      return nullptr;
-    }
-    if (t->sp_->GetPieceSize() > vocab) {
-      error = path + ": " + std::to_string(t->sp_->GetPieceSize()) +
-              " pieces do not fit the model's vocabulary of " +
-              std::to_string(vocab);
-      return nullptr;
-    }
-    return t;
-  }
+  if (path.size() > 6 && path.compare(path.size() - 6, 6, ".model") == 0)
+    return t->loadModel(path, error) && t->fits(path, vocab, error)
+               ? std::move(t)
+               : nullptr;
+  // llama2.c's tokenizer.bin, checked against the vocabulary as it is read.
   std::string proto;
-  if (!llama2cSentencePieceModel(path, vocab, proto, error))
+  if (!llama2cSentencePieceModel(path, vocab, proto, error) ||
+      !t->loadPieces(proto, path, error))
     return nullptr;
-  if (auto s = t->sp_->LoadFromSerializedProto(proto); !s.ok()) {
-    error = path + ": its pieces do not make a SentencePiece model (" +
-            s.ToString() + ")";
-    return nullptr;
-  }
   return t;
 }
 

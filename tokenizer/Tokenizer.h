@@ -49,6 +49,12 @@ public:
 
 private:
   Tokenizer();
+  // Each false with `error` naming `path`.
+  bool loadModel(const std::string &path, std::string &error);
+  bool loadPieces(const std::string &proto, const std::string &path,
+                  std::string &error);
+  bool fits(const std::string &path, int64_t vocab, std::string &error) const;
+
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   bool addBos_ = true;
 };
