@@ -207,39 +207,27 @@ absl::Status checkQuantizable(const LlamaConfig &c, const QuantFormat &f) {
 
 absl::StatusOr<FrontendOptions> optionsFor(const ModelSource &source,
                                            FrontendOptions opts) {
-  if (source.isGguf) {
-    // llama.cpp's converter writes q and k rows in Meta's order.
+  // Single-file checkpoints (GGUF, llama2.c): their converters write q
+  // and k rows in Meta's order, and what they store quantized is used as
+  // it is, never quantized again.
+  if (source.metaRowOrder)
     opts.ropeLayout = RopeLayout::interleaved;
-    if (opts.quantize && !source.ggufBlockTypes.empty())
+  if (!source.storedQuantized.empty()) {
+    if (opts.quantize)
       return absl::InvalidArgumentError(absl::StrCat(
-          source.name, " is already quantized (", source.ggufBlockTypes,
-          "); --quantize applies to F32/F16/BF16 files"));
-    if (opts.quantize || !source.ggufFormat) {
-      ModelSource floats; // as a float checkpoint of the same shape
-      floats.config = source.config;
-      return optionsFor(floats, opts);
-    }
-    if (std::string e = unquantizable(source.config, *source.ggufFormat,
+          source.name, " is already quantized (", source.storedQuantized,
+          "); --quantize applies to f16/bf16/f32 checkpoints"));
+    if (!source.storedFormat) // read as floats, dequantized exactly
+      return opts;
+    if (std::string e = unquantizable(source.config, *source.storedFormat,
                                       "cannot run on kiln's quantized "
                                       "kernels");
         !e.empty())
       return absl::InvalidArgumentError(
-          absl::StrCat(source.name, ": ", source.ggufBlockTypes, " as ",
-                       source.ggufFormat->name(), ": ", e));
-    opts.quantize = source.ggufFormat;
+          absl::StrCat(source.name, ": ", source.storedQuantized, " as ",
+                       source.storedFormat->name(), ": ", e));
+    opts.quantize = source.storedFormat;
     return opts;
-  }
-  if (source.isLlama2c) {
-    // llama2.c's export.py writes q and k rows in Meta's order (run.c
-    // rotates pairs (i, i + 1)).
-    opts.ropeLayout = RopeLayout::interleaved;
-    if (opts.quantize && !source.llama2cQuantized.empty())
-      return absl::InvalidArgumentError(absl::StrCat(
-          source.name, " is already quantized (", source.llama2cQuantized,
-          "); --quantize applies to version 0 and 1 files"));
-    ModelSource floats; // its weights are floats (version 2's dequantized)
-    floats.config = source.config;
-    return optionsFor(floats, opts);
   }
   if (!source.quantization) {
     if (opts.quantize)

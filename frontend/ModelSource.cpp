@@ -48,9 +48,9 @@ absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
       return config.status();
     src.folder = arg;
     src.config = *config;
-    src.isGguf = true;
-    src.ggufBlockTypes = ggufProjectionBlockTypes(**file);
-    src.ggufFormat = ggufProjectionFormat(**file);
+    src.metaRowOrder = true;
+    src.storedQuantized = ggufProjectionBlockTypes(**file);
+    src.storedFormat = ggufProjectionFormat(**file);
     return src;
   }
   if (fs::is_regular_file(arg, ec)) {
@@ -60,10 +60,10 @@ absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
       return file.status();
     src.folder = arg;
     src.config = (*file)->config();
-    src.isLlama2c = true;
+    src.metaRowOrder = true;
     if ((*file)->header().version == 2)
-      src.llama2cQuantized = absl::StrCat("llama2.c Q8_0, group size ",
-                                          (*file)->header().groupSize);
+      src.storedQuantized = absl::StrCat("llama2.c Q8_0, group size ",
+                                         (*file)->header().groupSize);
     return src;
   }
   if (fs::is_directory(arg, ec)) {

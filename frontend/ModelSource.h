@@ -24,18 +24,15 @@ struct ModelSource {
   /// config.json's quantization_config: the checkpoint is pre-quantized
   /// (GPTQ, AWQ) and its projections keep that format.
   std::optional<QuantizationConfig> quantization;
-  /// A GGUF file (GgufModel.h): q/k rows in Meta's interleaved order, the
-  /// ggml block types of its projections ("Q4_K, Q6_K"; empty when they
-  /// are floats) and, when one canonical format holds them all exactly,
-  /// that format, which the projections keep.
-  bool isGguf = false;
-  std::string ggufBlockTypes;
-  std::optional<QuantFormat> ggufFormat;
-  /// A llama2.c checkpoint (Llama2cCheckpoint.h): q/k rows in Meta's
-  /// interleaved order; version 2's Q8_0 is read as floats ("llama2.c Q8_0,
-  /// group size 64", empty for fp32 files: --quantize applies to those).
-  bool isLlama2c = false;
-  std::string llama2cQuantized;
+  /// A single-file checkpoint (a GGUF file, GgufModel.h; a llama2.c one,
+  /// Llama2cCheckpoint.h): q/k rows in Meta's interleaved order; what it
+  /// stores quantized, described ("Q4_K, Q6_K", "llama2.c Q8_0, group size
+  /// 64"; empty when its projections are floats); and, when one canonical
+  /// format holds those projections exactly, that format, which they
+  /// keep (else they are read as floats, dequantized exactly).
+  bool metaRowOrder = false;
+  std::string storedQuantized;
+  std::optional<QuantFormat> storedFormat;
 };
 
 /// Resolves `arg` (a folder with config.json, a preset name in models/, a
