@@ -9,7 +9,8 @@
 // time (each load 16 rows of 64 columns for int4, 32 for the 8-bit
 // formats), dequantize each k-step's A fragment with the quantized GEMM's
 // own functions (quantPrelude), scale it by its row's group scale in fp32
-// (exact: a code times an f16 scale), multiply the norm weight g in and
+// (exact: a code times an f16 scale; with mins, then minus the group's
+// min, as llama.cpp computes it), multiply the norm weight g in and
 // round once to f16 (as runtime/PlanDevice.cpp folds g into an f16
 // weight), stage the 16 rows in shared memory and store them as 16-byte
 // row chunks. With act-order the buffer's columns are permuted: each
@@ -159,7 +160,9 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
           const kiln_quant_zero z =
               kiln_quant_zeros<ZP, MIDDLE>(w, ZEROS, tile, GROUPS, group, g);
           const float2 scale =
-              kiln_quant_scales<KIND>(w, SCALES, tile, GROUPS, group, g);
+              kiln_quant_scales<KIND, MINS>(w, SCALES, tile, GROUPS, group, g);
+          const float2 mn =
+              kiln_quant_mins<MINS>(w, MINS_AT, tile, GROUPS, group, g);
           unsigned a[4];
           kiln_dequant<KIND>(q + s * (4 / STEPS), a, z);
           // a[i]: row g + 8 (i % 2), columns 2t, 2t + 1 (+ 8 for i >= 2).
@@ -170,6 +173,11 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
             float2 v = __half22float2(kiln_bits_half2(a[i]));
             v.x *= sc; // exact: (code - zero) times an f16 scale
             v.y *= sc;
+            if constexpr (MINS) { // code * scale - min, as llama.cpp
+              const float m = i & 1 ? mn.y : mn.x;
+              v.x -= m;
+              v.y -= m;
+            }
             if constexpr (NORM) {
               const float2 gv = __half22float2(
                   *reinterpret_cast<const __half2 *>(gs + l * COLS + col));

@@ -12,7 +12,10 @@
 // e4m3 bits moved into f16's, 2^-8 of the value)
 // and multiplies 8 x-rows at once per n-tile. A group's products sum in
 // their own fp32 accumulators, scaled by the group's f16 scales as the
-// group ends, so the weights are dequantized exactly. The norm weight g
+// group ends, so the weights are dequantized exactly. With mins (f32
+// scales and mins: llama.cpp's Q4_1, Q5_1, K-quants) the codes multiply
+// unshifted and the group's min times its sum of x (one more mma, of an
+// all-ones A fragment) is taken off as it ends. The norm weight g
 // (a folded RMSNorm's, which a quantized W cannot absorb) scales x as it
 // is loaded; the epilogue then applies 1 / rms(x) as after a dense GEMM.
 // With act-order the buffer's columns are permuted (each group's
@@ -234,16 +237,25 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         acc[p][i][j] = part_acc[p][i][j] = 0.0f;
+  // With mins: this group's sums of x, in the accumulators' layout (an
+  // mma of an all-ones A fragment: each W row gets its x row's sum).
+  float x_sum[MINS ? NT : 1][4];
+#pragma unroll
+  for (int i = 0; i < (MINS ? NT : 1); ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      x_sum[i][j] = 0.0f;
   int group = -1;
   kiln_quant_zero zero[PARTS];
-  // This group's sums into acc, times its scales (fp8: and 2^8).
+  // This group's sums into acc, times its scales (fp8: and 2^8), less its
+  // mins times the sums of x (sum (code s - m) x = s sum code x - m sum x).
   auto flush = [&] {
     if (group < 0)
       return;
 #pragma unroll
     for (int p = 0; p < PARTS; ++p) {
-      const float2 s =
-          kiln_quant_scales<KIND>(w, SCALES, tiles[p], GROUPS, group, g);
+      const float2 s = kiln_quant_scales<KIND, MINS>(w, SCALES, tiles[p],
+                                                     GROUPS, group, g);
       const float lo = s.x, hi = s.y;
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
@@ -255,7 +267,24 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
         for (int j = 0; j < 4; ++j)
           part_acc[p][i][j] = 0.0f;
       }
+      if constexpr (MINS) {
+        const float2 m =
+            kiln_quant_mins<MINS>(w, MINS_AT, tiles[p], GROUPS, group, g);
+#pragma unroll
+        for (int i = 0; i < NT; ++i) {
+          acc[p][i][0] -= x_sum[i][0] * m.x;
+          acc[p][i][1] -= x_sum[i][1] * m.x;
+          acc[p][i][2] -= x_sum[i][2] * m.y;
+          acc[p][i][3] -= x_sum[i][3] * m.y;
+        }
+      }
     }
+    if constexpr (MINS)
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          x_sum[i][j] = 0.0f;
   };
   // A group's start: the sums so far flushed, its zeros.
   auto start = [&](int next) {
@@ -319,6 +348,11 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
 #pragma unroll
       for (int p = 0; p < PARTS; ++p)
         kiln_mma<false>(part_acc[p][i], a[p], b);
+      if constexpr (MINS) {
+        const unsigned ones[4] = {0x3c003c00u, 0x3c003c00u, 0x3c003c00u,
+                                  0x3c003c00u}; // f16 1.0 pairs
+        kiln_mma<false>(x_sum[i], ones, b);
+      }
     }
   };
   // UNROLL loads a lane in flight through each step: the next step's are

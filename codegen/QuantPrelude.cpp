@@ -48,12 +48,14 @@ std::string quantBufferConstants(const QuantizedWeight &w) {
                                     : 8)
      << "; // 4: int4, 8: int8, 2: fp8\n";
   os << "constexpr bool ZP = " << (f.zeroPoints ? "true" : "false")
+     << ", MINS = " << (f.mins ? "true" : "false")
      << ", NORM = " << (w.norm ? "true" : "false")
      << ", PERM = " << (f.actOrder ? "true" : "false") << ";\n";
   os << "constexpr int MIDDLE = " << f.middle() << ";\n";
   os << "constexpr long long SCALES = " << layout.scales
-     << ", ZEROS = " << layout.zeros << ", NORM_AT = " << layout.norm
-     << ", PERM_AT = " << layout.perm << "; // byte offsets in w\n";
+     << ", ZEROS = " << layout.zeros << ", MINS_AT = " << layout.mins
+     << ", NORM_AT = " << layout.norm << ", PERM_AT = " << layout.perm
+     << "; // byte offsets in w\n";
   os << "constexpr int LOADS = " << w.k / (int4 ? 64 : 32)
      << ", STEPS = " << (int4 ? 4 : 2)
      << "; // 16-byte loads a row of tiles, k-steps of 16 a load\n";
@@ -136,12 +138,15 @@ kiln_quant_zeros(const unsigned char *w, long long zeros_at, int tile,
 
 // The scales of a tile's rows g (x) and g + 8 (y) for one group, as the
 // fragments' values need them (fp8: times KILN_FP8_UNIT, what kiln_dequant
-// took).
-template <int KIND>
+// took; with mins f32 pairs).
+template <int KIND, bool MINS>
 __device__ __forceinline__ float2 kiln_quant_scales(const unsigned char *w,
                                                     long long scales_at,
                                                     int tile, int groups,
                                                     int group, int g) {
+  if constexpr (MINS)
+    return (reinterpret_cast<const float2 *>(w + scales_at) +
+            (long long)tile * groups * 8)[group * 8 + g];
   const __half2 *scales = reinterpret_cast<const __half2 *>(w + scales_at) +
                           (long long)tile * groups * 8;
   float2 s = __half22float2(scales[group * 8 + g]);
@@ -150,6 +155,20 @@ __device__ __forceinline__ float2 kiln_quant_scales(const unsigned char *w,
     s.y *= KILN_FP8_UNIT;
   }
   return s;
+}
+
+// The mins of a tile's rows g (x) and g + 8 (y) for one group (0 without
+// them).
+template <bool MINS>
+__device__ __forceinline__ float2 kiln_quant_mins(const unsigned char *w,
+                                                  long long mins_at, int tile,
+                                                  int groups, int group,
+                                                  int g) {
+  if constexpr (!MINS)
+    return make_float2(0.0f, 0.0f);
+  else
+    return (reinterpret_cast<const float2 *>(w + mins_at) +
+            (long long)tile * groups * 8)[group * 8 + g];
 }
 
 // The A fragment of one k-step from its codes (int4: one word; 8-bit: two),

@@ -106,18 +106,22 @@ def Kiln_QuantAttr : AttrDef<Kiln_Dialect, "Quant",
     On a weight's tensor type (`kiln.weight`, `kiln.packed_weight`), says
     that the runtime stores it quantized: int8 or int4 codes with an f16
     scale per `group` columns of a row (no group: one per row) and, with
-    `zero_points`, a zero code per group; or fp8 e4m3 with a scale per row.
+    `zero_points`, a zero code per group; with `mins` (llama.cpp's Q4_1,
+    Q5_1 and K-quants) f32 scales and an f32 min per group,
+    `W[r, c] = code * scale - min`; or fp8 e4m3 with a scale per row.
     With `act_order` (GPTQ's desc_act) a group is the set of columns the
     checkpoint's g_idx names; the kernels read the columns permuted.
     The tensor keeps its dequantized shape and element type, so every op
     reads it as it reads any weight: `W[r, c] = (code - zero) * scale`
     (docs/quantization.md). The group divides the columns; int8 and fp8
-    may go without one, int4 per row too; fp8 has no zero points.
+    may go without one, int4 per row too; fp8 has no zero points; mins
+    exclude zero points and act_order.
 
     ```mlir
     %w = kiln.weight "model.layers.0.mlp.down_proj.weight" : tensor<4096x11008xf16, #kiln.quant<int4, group = 128>>
     %u = kiln.weight "model.layers.0.mlp.up_proj.weight" : tensor<11008x4096xf16, #kiln.quant<int4, group = 64, zero_points>>
     %q = kiln.weight "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xf16, #kiln.quant<fp8>>
+    %k = kiln.weight "model.layers.0.self_attn.k_proj.weight" : tensor<4096x4096xf16, #kiln.quant<int8, group = 16, mins>>
     ```
   }];
   let parameters = (ins "::kiln::QuantFormat":$format);

@@ -61,6 +61,10 @@ Attribute QuantAttr::parse(AsmParser &parser, Type) {
       f.zeroPoints = true;
       continue;
     }
+    if (succeeded(parser.parseOptionalKeyword("mins"))) {
+      f.mins = true;
+      continue;
+    }
     if (succeeded(parser.parseOptionalKeyword("act_order"))) {
       f.actOrder = true;
       continue;
@@ -85,6 +89,8 @@ void QuantAttr::print(AsmPrinter &printer) const {
     printer << ", group = " << f.group;
   if (f.zeroPoints)
     printer << ", zero_points";
+  if (f.mins)
+    printer << ", mins";
   if (f.actOrder)
     printer << ", act_order";
   printer << ">";
@@ -99,6 +105,10 @@ LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (f.kind == QuantKind::FP8 && (f.group || f.zeroPoints))
     return emitError() << "#kiln.quant: fp8 has one scale per row and no "
                           "zero points";
+  if (f.mins &&
+      (f.kind == QuantKind::FP8 || !f.group || f.zeroPoints || f.actOrder))
+    return emitError() << "#kiln.quant: mins go with int8 or int4 codes in "
+                          "groups, in column order, without zero points";
   return success();
 }
 

@@ -12,7 +12,8 @@
 namespace kiln {
 /// For #kiln.quant's storage.
 inline llvm::hash_code hash_value(const QuantFormat &f) {
-  return llvm::hash_combine(int(f.kind), f.group, f.zeroPoints, f.actOrder);
+  return llvm::hash_combine(int(f.kind), f.group, f.zeroPoints, f.actOrder,
+                            f.mins);
 }
 } // namespace kiln
 

@@ -116,17 +116,6 @@ void q8_0(const uint8_t *b, float *y) {
     y[j] = float(int8_t(b[2 + j])) * d;
 }
 
-// The 6-bit scale and min of sub-block j of a Q4_K/Q5_K block's 12 bytes.
-void scaleMinK4(int j, const uint8_t *q, uint8_t &d, uint8_t &m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Q4_K: d f16, dmin f16, scales[12], qs[128]: 8 sub-blocks of 32,
 // value = d * scale * q - dmin * min.
 void q4_K(const uint8_t *b, float *y) {
@@ -135,9 +124,9 @@ void q4_K(const uint8_t *b, float *y) {
   int is = 0;
   for (int j = 0; j < 256; j += 64) {
     uint8_t sc, m;
-    scaleMinK4(is + 0, scales, sc, m);
+    ggmlScaleMinK4(is + 0, scales, sc, m);
     const float d1 = d * sc, m1 = min * m;
-    scaleMinK4(is + 1, scales, sc, m);
+    ggmlScaleMinK4(is + 1, scales, sc, m);
     const float d2 = d * sc, m2 = min * m;
     for (int l = 0; l < 32; ++l)
       *y++ = d1 * float(q[l] & 0x0f) - m1;
@@ -156,9 +145,9 @@ void q5_K(const uint8_t *b, float *y) {
   uint8_t u1 = 1, u2 = 2;
   for (int j = 0; j < 256; j += 64) {
     uint8_t sc, m;
-    scaleMinK4(is + 0, scales, sc, m);
+    ggmlScaleMinK4(is + 0, scales, sc, m);
     const float d1 = d * sc, m1 = min * m;
-    scaleMinK4(is + 1, scales, sc, m);
+    ggmlScaleMinK4(is + 1, scales, sc, m);
     const float d2 = d * sc, m2 = min * m;
     for (int l = 0; l < 32; ++l)
       *y++ = d1 * float((ql[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
@@ -196,6 +185,16 @@ void q6_K(const uint8_t *b, float *y) {
   }
 }
 } // namespace
+
+void ggmlScaleMinK4(int j, const uint8_t *q, uint8_t &d, uint8_t &m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
 
 std::optional<GgmlTypeInfo> ggmlTypeInfo(uint32_t id) {
   for (const Entry &e : kTypes)

@@ -78,6 +78,10 @@ std::optional<uint64_t> ggmlBytes(GgmlType t, int64_t elements);
 void ggmlDequantize(GgmlType t, const uint8_t *blocks, int64_t elements,
                     float *out);
 
+/// The 6-bit scale (d) and min (m) of sub-block j (0..7) of a Q4_K/Q5_K
+/// block's 12 packed bytes q.
+void ggmlScaleMinK4(int j, const uint8_t *q, uint8_t &d, uint8_t &m);
+
 /// The DType of a ggml type kiln reads (F32, F16, BF16 and the
 /// dequantizable block types); nullopt for the others.
 std::optional<DType> dtypeOfGgml(GgmlType t);

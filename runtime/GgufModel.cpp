@@ -232,16 +232,136 @@ std::string ggufToHuggingFaceName(std::string_view name) {
 }
 
 std::optional<QuantFormat> ggmlCanonicalFormat(GgmlType type) {
+  auto mins = [](QuantKind kind, int64_t group) {
+    QuantFormat f{kind, group};
+    f.mins = true;
+    return f;
+  };
   switch (type) {
   case GgmlType::Q8_0:
   case GgmlType::Q5_0:
     return QuantFormat{QuantKind::Int8, 32};
   case GgmlType::Q4_0:
     return QuantFormat{QuantKind::Int4, 32};
+  case GgmlType::Q4_1:
+  case GgmlType::Q4_K:
+    return mins(QuantKind::Int4, 32);
+  case GgmlType::Q5_1:
+  case GgmlType::Q5_K:
+    return mins(QuantKind::Int8, 32);
+  case GgmlType::Q6_K:
+    return mins(QuantKind::Int8, 16);
   default:
     return std::nullopt;
   }
 }
+
+std::optional<QuantFormat> joinExact(const QuantFormat &a,
+                                     const QuantFormat &b) {
+  if (a == b)
+    return a;
+  if (a.kind == QuantKind::FP8 || b.kind == QuantKind::FP8 || a.zeroPoints ||
+      b.zeroPoints || a.actOrder || b.actOrder || !a.group || !b.group ||
+      std::max(a.group, b.group) % std::min(a.group, b.group))
+    return std::nullopt;
+  QuantFormat f;
+  f.kind = a.kind == QuantKind::Int4 && b.kind == QuantKind::Int4
+               ? QuantKind::Int4
+               : QuantKind::Int8;
+  f.group = std::min(a.group, b.group);
+  // Without mins the codes shift to the wider kind's middle; with mins
+  // they stay as they are, and a format without mins gets min = middle *
+  // scale.
+  f.mins = a.mins || b.mins;
+  return f;
+}
+
+namespace {
+/// One ggml block as codes with an f32 scale and min per group of 16 (Q6_K)
+/// or 32 (the others): value = code * scale - min, equal to ggml's own
+/// dequantized value (GgmlBlocks.cpp) in every bit.
+void affineBlock(GgmlType type, const uint8_t *b, uint8_t *codes, float *scales,
+                 float *mins) {
+  auto half = [](const uint8_t *p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return halfToFloat(h);
+  };
+  // Q4_0, Q5_0, Q4_1, Q5_1: 16 bytes of nibbles, with a fifth bit in qh.
+  auto nibbles = [&](const uint8_t *qs, const uint8_t *qhBytes) {
+    uint32_t qh = 0;
+    if (qhBytes)
+      std::memcpy(&qh, qhBytes, 4);
+    for (int j = 0; j < 16; ++j) {
+      codes[j] = uint8_t((qs[j] & 0x0f) | (((qh >> j) << 4) & 0x10));
+      codes[j + 16] = uint8_t((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
+    }
+  };
+  switch (type) {
+  case GgmlType::Q4_0: // (q - 8) d
+  case GgmlType::Q5_0: // (q - 16) d
+    nibbles(b + (type == GgmlType::Q5_0 ? 6 : 2),
+            type == GgmlType::Q5_0 ? b + 2 : nullptr);
+    scales[0] = half(b);
+    mins[0] = scales[0] * (type == GgmlType::Q5_0 ? 16.0f : 8.0f);
+    return;
+  case GgmlType::Q4_1: // q d + m
+  case GgmlType::Q5_1:
+    nibbles(b + (type == GgmlType::Q5_1 ? 8 : 4),
+            type == GgmlType::Q5_1 ? b + 4 : nullptr);
+    scales[0] = half(b);
+    mins[0] = -half(b + 2);
+    return;
+  case GgmlType::Q8_0: // q d, q signed
+    for (int j = 0; j < 32; ++j)
+      codes[j] = uint8_t(int(int8_t(b[2 + j])) + 128);
+    scales[0] = half(b);
+    mins[0] = scales[0] * 128.0f;
+    return;
+  case GgmlType::Q4_K: // 8 groups: d sc q - dmin m
+  case GgmlType::Q5_K: {
+    const bool five = type == GgmlType::Q5_K;
+    const float d = half(b), dmin = half(b + 2);
+    const uint8_t *packed = b + 4, *qh = b + 16, *q = b + (five ? 48 : 16);
+    for (int chunk = 0; chunk < 4; ++chunk, q += 32)
+      for (int h = 0; h < 2; ++h) {
+        const int group = 2 * chunk + h;
+        uint8_t sc, m;
+        ggmlScaleMinK4(group, packed, sc, m);
+        scales[group] = d * float(sc);
+        mins[group] = dmin * float(m);
+        for (int l = 0; l < 32; ++l) {
+          int code = h ? q[l] >> 4 : q[l] & 0x0f;
+          if (five && (qh[l] >> group & 1))
+            code += 16;
+          codes[group * 32 + l] = uint8_t(code);
+        }
+      }
+    return;
+  }
+  case GgmlType::Q6_K: { // 16 groups: d sc (q - 32)
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
+    const float d = half(b + 208);
+    for (int n = 0; n < 2; ++n, ql += 64, qh += 32)
+      for (int l = 0; l < 32; ++l) {
+        uint8_t *c = codes + 128 * n + l; // values l, l + 32, l + 64, l + 96
+        c[0] = uint8_t((ql[l] & 0x0f) | ((qh[l] & 3) << 4));
+        c[32] = uint8_t((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
+        c[64] = uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+        c[96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+      }
+    for (int g = 0; g < 16; ++g) {
+      scales[g] = d * float(sc[g]);
+      mins[g] = 32.0f * scales[g];
+    }
+    return;
+  }
+  default:
+    return;
+  }
+}
+} // namespace
 
 QuantizedMatrix ggmlToCanonical(GgmlType type, const uint8_t *blocks,
                                 int64_t rows, int64_t cols, QuantFormat as) {
@@ -250,33 +370,40 @@ QuantizedMatrix ggmlToCanonical(GgmlType type, const uint8_t *blocks,
   m.rows = rows;
   m.cols = cols;
   m.codes.resize(size_t(rows * cols));
-  m.scales.resize(size_t(rows * (cols / 32)));
   const GgmlTypeInfo info = ggmlTypeInfo(type);
-  // Codes are the block's values shifted so that `as`'s middle is zero.
-  const int shift = as.middle() - (type == GgmlType::Q8_0   ? 0
+  const int64_t blockCount = rows * cols / info.blockElements;
+  if (as.mins) {
+    // Each of the block's groups split into groups of `as`.
+    const int64_t natural = ggmlCanonicalFormat(type)->group;
+    const int64_t perBlock = info.blockElements / natural;
+    const int64_t split = natural / as.group;
+    m.wideScales.resize(size_t(rows * (cols / as.group)));
+    m.mins.resize(m.wideScales.size());
+    float scales[16], mins[16]; // a block's groups
+    for (int64_t b = 0; b < blockCount; ++b) {
+      affineBlock(type, blocks + b * info.blockBytes,
+                  m.codes.data() + b * info.blockElements, scales, mins);
+      for (int64_t g = 0; g < perBlock * split; ++g) {
+        m.wideScales[b * perBlock * split + g] = scales[g / split];
+        m.mins[b * perBlock * split + g] = mins[g / split];
+      }
+    }
+    return m;
+  }
+  // Q8_0, Q5_0, Q4_0 as int8-g32/int4-g32: their f16 scales, the codes
+  // shifted so that `as`'s middle is zero.
+  m.scales.resize(size_t(blockCount));
+  const int shift = as.middle() - (type == GgmlType::Q8_0   ? 128
                                    : type == GgmlType::Q5_0 ? 16
                                                             : 8);
-  for (int64_t b = 0; b < rows * (cols / 32); ++b) {
+  float scale, min;
+  for (int64_t b = 0; b < blockCount; ++b) {
     const uint8_t *block = blocks + b * info.blockBytes;
     uint8_t *codes = m.codes.data() + b * 32;
+    affineBlock(type, block, codes, &scale, &min);
     std::memcpy(&m.scales[b], block, 2);
-    if (type == GgmlType::Q8_0) {
-      for (int j = 0; j < 32; ++j)
-        codes[j] = uint8_t(int(int8_t(block[2 + j])) + shift);
-      continue;
-    }
-    uint32_t qh = 0;
-    const uint8_t *qs = block + 2;
-    if (type == GgmlType::Q5_0) {
-      std::memcpy(&qh, block + 2, 4);
-      qs = block + 6;
-    }
-    for (int j = 0; j < 16; ++j) {
-      int lo = (qs[j] & 0x0f) | int(((qh >> j) << 4) & 0x10);
-      int hi = (qs[j] >> 4) | int((qh >> (j + 12)) & 0x10);
-      codes[j] = uint8_t(lo + shift);
-      codes[j + 16] = uint8_t(hi + shift);
-    }
+    for (int j = 0; j < 32; ++j)
+      codes[j] = uint8_t(codes[j] + shift);
   }
   return m;
 }
@@ -296,18 +423,15 @@ std::string ggufProjectionBlockTypes(const GgufFile &file) {
 
 std::optional<QuantFormat> ggufProjectionFormat(const GgufFile &file) {
   std::optional<QuantFormat> format;
-  bool any = false;
   for (const GgufTensor &t : file.tensors()) {
     if (!isProjection(ggufToHuggingFaceName(t.name)))
       continue;
     auto f = ggmlCanonicalFormat(t.type);
     if (!f)
       return std::nullopt;
-    if (!any || *f == *format)
-      format = f;
-    else // int4-g32 and int8-g32: int8 holds both
-      format = QuantFormat{QuantKind::Int8, 32};
-    any = true;
+    format = format ? joinExact(*format, *f) : f;
+    if (!format)
+      return std::nullopt;
   }
   return format;
 }

@@ -5,10 +5,13 @@
 // checkpoint's under other names (blk.N.attn_q.weight is
 // model.layers.N.self_attn.q_proj.weight) with dimensions reversed (ne[0]
 // is the input dimension), and its q/k rows are in Meta's interleaved RoPE
-// order (llama.cpp's converter permutes them back). Tensors of the types
-// that kiln's canonical quantized form holds exactly (QuantFormat.h) are
-// read as that: Q8_0 and Q5_0 as int8-g32, Q4_0 as int4-g32. The other
-// types are dequantized exactly, as float weights.
+// order (llama.cpp's converter permutes them back). The projections are
+// read in kiln's canonical quantized form (QuantFormat.h), which holds
+// every block type exactly: Q8_0 and Q5_0 as int8-g32, Q4_0 as int4-g32
+// (f16 scales), Q4_1 and Q4_K as int4-g32-min, Q5_1 and Q5_K as
+// int8-g32-min, Q6_K as int8-g16-min (f32 scales and mins). A file that
+// mixes types takes one format that holds them all (joinExact); one with a
+// float projection reads every projection as floats.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_GGUFMODEL_H
@@ -35,20 +38,26 @@ absl::StatusOr<LlamaConfig> ggufLlamaConfig(const GgufFile &file);
 /// model.layers.3.mlp.up_proj.weight); empty for a name llama has not.
 std::string ggufToHuggingFaceName(std::string_view name);
 
-/// The canonical format that holds a type's values exactly: Q8_0 and Q5_0
-/// int8-g32, Q4_0 int4-g32; nullopt for the others.
+/// The smallest canonical format that holds a block type's values
+/// exactly (above); nullopt for the float types.
 std::optional<QuantFormat> ggmlCanonicalFormat(GgmlType type);
 
-/// A [rows, cols] tensor of a type ggmlCanonicalFormat holds, converted
-/// to `as` (that format, or int8-g32 for Q4_0 in a file that mixes it with
-/// Q8_0): the same values, each (code - middle) * f16 scale.
+/// The smallest format that holds every value of formats a and b exactly:
+/// int4 codes widen to int8, groups shrink to the smaller, f16 scales
+/// widen to f32 with mins; nullopt when none does (fp8, zero points, a
+/// group that does not divide the other).
+std::optional<QuantFormat> joinExact(const QuantFormat &a,
+                                     const QuantFormat &b);
+
+/// A [rows, cols] tensor of a block type, converted to `as`, a format
+/// joinExact(ggmlCanonicalFormat(type), ...) gives: the same values in
+/// every bit.
 QuantizedMatrix ggmlToCanonical(GgmlType type, const uint8_t *blocks,
                                 int64_t rows, int64_t cols, QuantFormat as);
 
-/// The projections' format for a whole file: the one format that holds
-/// every projection tensor exactly (int4-g32 widens to int8-g32 when the
-/// file mixes them), or nullopt when some projection has another type
-/// (F16, Q4_1, Q4_K, ...): then all are float weights.
+/// The projections' format for a whole file: the join of every projection
+/// tensor's canonical format, or nullopt when some projection is a float
+/// type (F16, F32, BF16): then all are float weights.
 std::optional<QuantFormat> ggufProjectionFormat(const GgufFile &file);
 
 /// The block types of the file's projections ("Q4_K, Q6_K"); empty when

@@ -43,6 +43,9 @@ std::vector<uint8_t> quantizedBuffer(const WeightBuffer &b,
 void appendRows(QuantizedMatrix &out, const QuantizedMatrix &m) {
   out.codes.insert(out.codes.end(), m.codes.begin(), m.codes.end());
   out.scales.insert(out.scales.end(), m.scales.begin(), m.scales.end());
+  out.wideScales.insert(out.wideScales.end(), m.wideScales.begin(),
+                        m.wideScales.end());
+  out.mins.insert(out.mins.end(), m.mins.begin(), m.mins.end());
   if (out.format.zeroPoints) {
     if (m.format.zeroPoints)
       out.zeros.insert(out.zeros.end(), m.zeros.begin(), m.zeros.end());
@@ -79,7 +82,7 @@ absl::StatusOr<QuantizedMatrix> stackQuantized(const WeightSet &weights,
         return read.status();
       m = std::move(*read);
       if (m.format.kind != f.kind || m.format.group != f.group ||
-          (m.format.zeroPoints && !f.zeroPoints))
+          m.format.mins != f.mins || (m.format.zeroPoints && !f.zeroPoints))
         return absl::InvalidArgumentError(absl::StrCat(
             weights.origin(), ": module '", module, "' is stored as ",
             m.format.name(), "; buffer '", b.name, "' holds ", f.name(),

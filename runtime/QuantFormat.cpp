@@ -16,6 +16,8 @@ std::string QuantFormat::name() const {
     s += "-g" + std::to_string(group);
   if (zeroPoints)
     s += "-zp";
+  if (mins)
+    s += "-min";
   if (actOrder)
     s += "-act";
   return s;
@@ -44,7 +46,11 @@ std::optional<QuantFormat> QuantFormat::parse(std::string_view text) {
     f.zeroPoints = true;
     text.remove_prefix(3);
   }
-  if (text == "-act" && f.group) {
+  if (text.starts_with("-min") && !f.zeroPoints && f.group) {
+    f.mins = true;
+    text.remove_prefix(4);
+  }
+  if (text == "-act" && f.group && !f.mins) {
     f.actOrder = true;
     text = {};
   }
@@ -55,7 +61,8 @@ std::optional<QuantFormat> QuantFormat::parse(std::string_view text) {
 
 const char *quantFormatChoices() {
   return "int8, int4, int4-g32, int4-g64, int4-g128, int8-gN, any of "
-         "them with -zp (zero points), or fp8";
+         "them with -zp (zero points), int4-gN-min or int8-gN-min (f32 "
+         "scales and mins), or fp8";
 }
 
 float e4m3ToFloat(uint8_t bits) {
@@ -91,6 +98,9 @@ uint8_t floatToE4m3(float f) {
 
 float QuantizedMatrix::value(int64_t r, int64_t c) const {
   int64_t g = groupOf(c);
+  if (format.mins) // two roundings, no fused multiply-add (-ffp-contract=off)
+    return float(codes[r * cols + c]) * wideScales[r * groups() + g] -
+           mins[r * groups() + g];
   float scale = halfToFloat(scales[r * groups() + g]);
   uint8_t code = codes[r * cols + c];
   if (format.kind == QuantKind::FP8)
@@ -125,21 +135,38 @@ QuantizedMatrix quantizeRoundToNearest(const float *w, int64_t rows,
   const int64_t groups = format.groups(cols);
   const int64_t width = format.group ? format.group : cols;
   q.codes.resize(rows * cols);
-  q.scales.resize(rows * groups);
+  if (format.mins) {
+    q.wideScales.resize(rows * groups);
+    q.mins.resize(rows * groups);
+  } else {
+    q.scales.resize(rows * groups);
+  }
   if (format.zeroPoints)
     q.zeros.resize(rows * groups);
   const int maxCode = (1 << format.bits()) - 1;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t g = 0; g < groups; ++g) {
-      const float *x = w + r * cols + g * width;  // [width]
+      const float *x = w + r * cols + g * width;      // [width]
       uint8_t *code = &q.codes[r * cols + g * width]; // [width]
-      uint16_t &scaleBits = q.scales[r * groups + g];
-      float lo = 0, hi = 0, amax = 0; // the range includes zero
+      float lo = 0, hi = 0, amax = 0;                 // the range includes zero
       for (int64_t i = 0; i < width; ++i) {
         lo = std::min(lo, x[i]);
         hi = std::max(hi, x[i]);
         amax = std::max(amax, std::fabs(x[i]));
       }
+      if (format.mins) {
+        // As Q4_1: the range [lo, hi] from code 0 up in f32 steps.
+        const float scale = (hi - lo) / float(maxCode);
+        q.wideScales[r * groups + g] = scale;
+        q.mins[r * groups + g] = -lo;
+        for (int64_t i = 0; i < width; ++i)
+          code[i] =
+              uint8_t(scale == 0 ? 0
+                                 : std::clamp(int(rne((x[i] - lo) / scale)), 0,
+                                              maxCode));
+        continue;
+      }
+      uint16_t &scaleBits = q.scales[r * groups + g];
       if (format.kind == QuantKind::FP8) {
         float scale = toHalf(amax / 448.0f, scaleBits);
         for (int64_t i = 0; i < width; ++i)
@@ -151,25 +178,23 @@ QuantizedMatrix quantizeRoundToNearest(const float *w, int64_t rows,
         // steps, zero at the code nearest -lo / scale.
         float scale = toHalf((hi - lo) / float(maxCode), scaleBits);
         int zero =
-            scale == 0
-                ? 0
-                : std::clamp(int(rne(-lo / scale)), 0, maxCode);
+            scale == 0 ? 0 : std::clamp(int(rne(-lo / scale)), 0, maxCode);
         q.zeros[r * groups + g] = uint8_t(zero);
         for (int64_t i = 0; i < width; ++i)
-          code[i] = uint8_t(
-              scale == 0 ? zero
-                         : std::clamp(int(rne(x[i] / scale)) + zero, 0,
-                                      maxCode));
+          code[i] =
+              uint8_t(scale == 0 ? zero
+                                 : std::clamp(int(rne(x[i] / scale)) + zero, 0,
+                                              maxCode));
         continue;
       }
       // Symmetric absmax: +-amax onto +-(2^(b-1) - 1) around the middle.
       const int middle = format.middle();
       float scale = toHalf(amax / float(middle - 1), scaleBits);
       for (int64_t i = 0; i < width; ++i)
-        code[i] = uint8_t(
-            scale == 0 ? middle
-                       : std::clamp(int(rne(x[i] / scale)) + middle, 0,
-                                    maxCode));
+        code[i] =
+            uint8_t(scale == 0 ? middle
+                               : std::clamp(int(rne(x[i] / scale)) + middle, 0,
+                                            maxCode));
     }
   return q;
 }

@@ -24,11 +24,17 @@ QuantLayout quantLayout(const QuantFormat &format, int64_t rows, int64_t cols,
   l.groups = format.groups(cols);
   l.codes = 0;
   l.scales = align16(l.tiles * 16 * cols * format.bits() / 8);
-  int64_t end = align16(l.scales + l.tiles * l.groups * 16 * 2);
+  const int64_t entries = l.tiles * l.groups * 16; // a tile's 16 rows
+  int64_t end = align16(l.scales + entries * format.scaleBytes());
   if (format.zeroPoints) {
     l.hasZeros = true;
     l.zeros = end;
-    end = align16(end + l.tiles * l.groups * 16);
+    end = align16(end + entries);
+  }
+  if (format.mins) {
+    l.hasMins = true;
+    l.mins = end;
+    end = align16(end + entries * 4);
   }
   if (norm) {
     l.hasNorm = true;
@@ -55,8 +61,7 @@ std::string quantShapeError(const QuantFormat &format, int64_t cols) {
     return "act-order's permutation holds column numbers below 65536, not " +
            std::to_string(cols);
   if (cols % kQuantColumnMultiple)
-    return "its " + std::to_string(cols) +
-           " columns are not a multiple of " +
+    return "its " + std::to_string(cols) + " columns are not a multiple of " +
            std::to_string(kQuantColumnMultiple) +
            " (what the quantized kernels load at once)";
   return "";
@@ -94,9 +99,9 @@ std::vector<uint8_t> packForKernels(const QuantizedMatrix &q,
       for (int lane = 0; lane < 32; ++lane) {
         // int4: 4 k-steps a 16-byte load, 4 bytes each; 8-bit: 2, 8 bytes.
         int64_t perLoad = int4 ? 4 : 2, stepBytes = int4 ? 4 : 8;
-        int64_t at = ((tile * (kSteps / perLoad) + s / perLoad) * 32 + lane) *
-                         16 +
-                     (s % perLoad) * stepBytes;
+        int64_t at =
+            ((tile * (kSteps / perLoad) + s / perLoad) * 32 + lane) * 16 +
+            (s % perLoad) * stepBytes;
         uint32_t word = 0;
         for (int i = 0; i < 8; ++i) {
           int row, col;
@@ -116,8 +121,15 @@ std::vector<uint8_t> packForKernels(const QuantizedMatrix &q,
         int64_t row = tile * 16 + r;
         // Entry [tile][g][r % 8][r / 8].
         int64_t entry = (tile * groups + g) * 16 + (r % 8) * 2 + r / 8;
-        uint16_t scale = row < q.rows ? q.scales[row * groups + g] : 0;
-        std::memcpy(&out[l.scales + entry * 2], &scale, 2);
+        if (f.mins) {
+          float scale = row < q.rows ? q.wideScales[row * groups + g] : 0.0f,
+                min = row < q.rows ? q.mins[row * groups + g] : 0.0f;
+          std::memcpy(&out[l.scales + entry * 4], &scale, 4);
+          std::memcpy(&out[l.mins + entry * 4], &min, 4);
+        } else {
+          uint16_t scale = row < q.rows ? q.scales[row * groups + g] : 0;
+          std::memcpy(&out[l.scales + entry * 2], &scale, 2);
+        }
         if (l.hasZeros)
           out[l.zeros + entry] =
               row < q.rows ? q.zeros[row * groups + g] : uint8_t(f.middle());

@@ -1,4 +1,5 @@
-//===- QuantLayout.h - a quantized weight as the kernels load it -*- C++ -*-===//
+//===- QuantLayout.h - a quantized weight as the kernels load it -*- C++
+//-*-===//
 //
 // The device buffer of a quantized weight W[rows, cols], in sections that
 // each start 16-byte aligned (docs/quantization.md draws them):
@@ -7,16 +8,18 @@
 //           [32 lanes][16 bytes]: lane L's 16 bytes are its mma.m16n8k16
 //           A fragments of 16 rows x 16 columns, four k-steps (int4) or two
 //           (8-bit) of them, so that a warp's loads are 512 bytes in a row;
-//   scales  [tiles][groups][8][2] f16: rows g and g + 8 of a tile side by
-//           side, a lane's pair one 4-byte load;
+//   scales  [tiles][groups][8][2] f16 (f32 with mins): rows g and g + 8 of
+//           a tile side by side, a lane's pair one 4-byte (8-byte) load;
 //   zeros   [tiles][groups][8][2] u8, with zero points only;
+//   mins    [tiles][groups][8][2] f32, with mins only;
 //   norm    [cols] f16: the folded RMSNorm weight, which a quantized matrix
 //           cannot absorb (its scales run along the rows), applied to x;
 //   perm    [cols] u16, act-order only: column j of the buffer is column
 //           perm[j] of W (and the norm section is permuted alike), so that
 //           each g_idx group's columns are contiguous; the kernels gather x.
 //
-// Rows are padded to whole tiles (zero codes at the middle, zero scales).
+// Rows are padded to whole tiles (zero codes at the middle, zero scales,
+// zero mins).
 // Within a lane's fragment (g = L / 4, t = L % 4) element a_i is row
 // g + 8 * ((i / 2) % 2), column 2t + (i % 2) + 8 * (i / 4): int4 puts a_0..a_7
 // in the nibbles 0, 4, 1, 5, 2, 6, 3, 7 of a 32-bit word (the dequantizing
@@ -38,8 +41,9 @@ namespace kiln {
 /// section is not there).
 struct QuantLayout {
   int64_t tiles = 0, groups = 0;
-  int64_t codes = 0, scales = 0, zeros = 0, norm = 0, perm = 0, bytes = 0;
-  bool hasZeros = false, hasNorm = false, hasPerm = false;
+  int64_t codes = 0, scales = 0, zeros = 0, mins = 0, norm = 0, perm = 0,
+          bytes = 0;
+  bool hasZeros = false, hasMins = false, hasNorm = false, hasPerm = false;
 };
 
 /// Columns a quantized weight's columns must be a multiple of (a lane's

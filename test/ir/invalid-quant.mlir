@@ -25,6 +25,30 @@ func.func @fp8_with_zero_points() {
 
 // -----
 
+func.func @mins_with_zero_points() {
+  // expected-error @+1 {{#kiln.quant: mins go with int8 or int4 codes in groups, in column order, without zero points}}
+  %w = kiln.weight "w" : tensor<32x64xf16, #kiln.quant<int4, group = 32, zero_points, mins>>
+  return
+}
+
+// -----
+
+func.func @fp8_with_mins() {
+  // expected-error @+1 {{#kiln.quant: mins go with int8 or int4 codes in groups, in column order, without zero points}}
+  %w = kiln.weight "w" : tensor<32x64xf16, #kiln.quant<fp8, mins>>
+  return
+}
+
+// -----
+
+func.func @mins_without_a_group() {
+  // expected-error @+1 {{#kiln.quant: mins go with int8 or int4 codes in groups, in column order, without zero points}}
+  %w = kiln.weight "w" : tensor<32x64xf16, #kiln.quant<int4, mins>>
+  return
+}
+
+// -----
+
 func.func @unknown_kind() {
   // expected-error @+1 {{expected int8, int4 or fp8, not int3}}
   %w = kiln.weight "w" : tensor<32x64xf16, #kiln.quant<int3>>

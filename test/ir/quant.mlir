@@ -15,6 +15,8 @@ func.func @formats() {
   %d = kiln.weight "d" : tensor<64x128xf16, #kiln.quant<fp8>>
   // CHECK: tensor<64x128xf16, #kiln.quant<int4>>
   %e = kiln.weight "e" : tensor<64x128xf16, #kiln.quant<int4>>
+  // CHECK: tensor<64x128xf16, #kiln.quant<int8, group = 16, mins>>
+  %f = kiln.weight "f" : tensor<64x128xf16, #kiln.quant<int8, group = 16, mins>>
   return
 }
 

@@ -7,7 +7,8 @@
 // the norm weight, rounded once to f16, at W's own column, bit for bit,
 // as the f16 path folds a norm weight (runtime/PlanDevice.cpp); padding
 // rows past `rows` untouched. int4 per row and in groups of 64 and 128,
-// with zero points, act-order; int8 per row and in groups; fp8; with and
+// with zero points, act-order; int8 per row and in groups; with f32
+// scales and mins (int4-g32-min, int8-g16-min); fp8; with and
 // without the norm section; a tile's loads split over blocks, and several
 // passes of a warp's loads; fp8 by bit moves and by sm_89's conversion.
 //
@@ -115,7 +116,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"int4-g128", 24, 2048, true, 64}, Case{"int8", 40, 256, true, 1},
         Case{"int8-g32-zp", 40, 2048, true, 1},
         Case{"int8-g64-act", 40, 256, true, 1}, Case{"fp8", 40, 256, true, 1},
-        Case{"fp8", 24, 2048, false, 64}, Case{"fp8", 40, 256, true, 1, true}),
+        Case{"fp8", 24, 2048, false, 64}, Case{"fp8", 40, 256, true, 1, true},
+        Case{"int4-g32-min", 40, 256, true, 1},
+        Case{"int8-g16-min", 40, 2048, true, 1},
+        Case{"int8-g16-min", 24, 2048, false, 64}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = info.param.format;
       std::replace(name.begin(), name.end(), '-', '_');

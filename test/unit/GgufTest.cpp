@@ -257,22 +257,36 @@ TEST(GgmlBlocks, DequantizeAsTheGgufPackage) {
   EXPECT_EQ(checked, 10);
 }
 
-// Q8_0, Q5_0 and Q4_0 as canonical int8-g32/int4-g32: every value the same
-// (and Q4_0 widened to int8-g32 too).
+// Every block type in its canonical form, and in the forms a file that
+// mixes it with others takes (int8 codes, f32 scales and mins, groups of
+// 16): every value the one ggml dequantizes (equal as floats: code * scale
+// - min gives +0 where ggml's (q - 8) * d may give -0).
 TEST(GgufModel, CanonicalFormsHoldTheValuesExactly) {
   auto cases = SafeTensorsFile::open(fixtures() + "dequant-cases.safetensors");
   ASSERT_TRUE(cases.ok()) << cases.status();
+  QuantFormat widest{QuantKind::Int8, 16};
+  widest.mins = true;
+  int checked = 0;
   for (auto [name, type] : {std::pair{"Q8_0", GgmlType::Q8_0},
                             {"Q5_0", GgmlType::Q5_0},
-                            {"Q4_0", GgmlType::Q4_0}}) {
+                            {"Q4_0", GgmlType::Q4_0},
+                            {"Q4_1", GgmlType::Q4_1},
+                            {"Q5_1", GgmlType::Q5_1},
+                            {"Q4_K", GgmlType::Q4_K},
+                            {"Q5_K", GgmlType::Q5_K},
+                            {"Q6_K", GgmlType::Q6_K}}) {
     const TensorView *blocks = (*cases)->find(std::string(name) + ".blocks");
     const TensorView *values = (*cases)->find(std::string(name) + ".values");
     ASSERT_TRUE(blocks && values);
-    const int64_t cols = 64, rows = values->numElements() / cols;
-    std::vector<QuantFormat> forms = {*ggmlCanonicalFormat(type)};
-    if (type == GgmlType::Q4_0)
+    const int64_t cols = ggmlTypeInfo(type).blockElements == 256 ? 256 : 64,
+                  rows = values->numElements() / cols;
+    ASSERT_EQ(rows * cols, values->numElements()) << name;
+    const QuantFormat natural = *ggmlCanonicalFormat(type);
+    std::vector<QuantFormat> forms = {natural, widest};
+    if (!natural.mins) // the symmetric types widen without mins too
       forms.push_back(QuantFormat{QuantKind::Int8, 32});
     for (const QuantFormat &f : forms) {
+      ASSERT_EQ(joinExact(natural, f), f) << name << " into " << f.name();
       QuantizedMatrix m = ggmlToCanonical(type, blocks->data, rows, cols, f);
       std::vector<float> got(rows * cols);
       m.dequantize(got.data());
@@ -281,8 +295,29 @@ TEST(GgufModel, CanonicalFormsHoldTheValuesExactly) {
         std::memcpy(&want, values->data + 4 * i, 4);
         ASSERT_EQ(got[i], want) << name << " as " << f.name() << " value " << i;
       }
+      ++checked;
     }
   }
+  EXPECT_EQ(checked, 19);
+}
+
+// The formats a file that mixes block types takes.
+TEST(GgufModel, JoinsFormats) {
+  auto of = [](GgmlType t) { return *ggmlCanonicalFormat(t); };
+  auto join = [&](GgmlType a, GgmlType b) {
+    auto f = joinExact(of(a), of(b));
+    return f ? f->name() : "none";
+  };
+  EXPECT_EQ(of(GgmlType::Q4_K).name(), "int4-g32-min");
+  EXPECT_EQ(of(GgmlType::Q6_K).name(), "int8-g16-min");
+  EXPECT_EQ(join(GgmlType::Q4_0, GgmlType::Q8_0), "int8-g32");
+  EXPECT_EQ(join(GgmlType::Q4_0, GgmlType::Q4_K), "int4-g32-min");
+  EXPECT_EQ(join(GgmlType::Q4_K, GgmlType::Q6_K), "int8-g16-min"); // Q4_K_M
+  EXPECT_EQ(join(GgmlType::Q5_K, GgmlType::Q4_1), "int8-g32-min");
+  EXPECT_EQ(joinExact(of(GgmlType::Q4_K), QuantFormat{QuantKind::FP8}),
+            std::nullopt);
+  QuantFormat g48{QuantKind::Int8, 48};
+  EXPECT_EQ(joinExact(of(GgmlType::Q4_K), g48), std::nullopt);
 }
 
 TEST(GgufModel, ReadsTheFixturesConfig) {
@@ -302,7 +337,10 @@ TEST(GgufModel, ReadsTheFixturesConfig) {
   EXPECT_EQ(ggufProjectionBlockTypes(**f), "Q4_0");
   auto q41 = GgufFile::open(fixtures() + "tiny-gqa-Q4_1.gguf");
   ASSERT_TRUE(q41.ok());
-  EXPECT_FALSE(ggufProjectionFormat(**q41)); // floats: Q4_1 is not exact
+  EXPECT_EQ(ggufProjectionFormat(**q41)->name(), "int4-g32-min");
+  auto q4km = GgufFile::open(fixtures() + "tiny-dh128-Q4_K_M.gguf");
+  ASSERT_TRUE(q4km.ok());
+  EXPECT_EQ(ggufProjectionFormat(**q4km)->name(), "int8-g16-min");
 }
 
 TEST(GgufModel, MapsNames) {
@@ -398,24 +436,36 @@ TEST(GgufModel, RefusesTensorsItWouldLeaveOut) {
             std::string::npos);
 }
 
-TEST(GgufModel, ReadsFloatTensorsOfBlockTypes) {
-  // Q4_1 is read as floats, each value as llama.cpp dequantizes it.
+TEST(GgufModel, ReadsBlockTypesInCanonicalForm) {
+  // Q4_1 is read as int4-g32-min, each value as llama.cpp dequantizes it;
+  // its TensorView still reads it as floats.
   auto weights = WeightSet::open(fixtures() + "tiny-gqa-Q4_1.gguf");
   ASSERT_TRUE(weights.ok()) << weights.status();
   const std::string name = "model.layers.1.self_attn.q_proj.weight";
-  EXPECT_FALSE((*weights)->prequantized(name));
-  ASSERT_TRUE((*weights)->check({{name, {64, 64}}}).ok());
+  EXPECT_TRUE((*weights)->prequantized(name));
+  const QuantFormat format = *QuantFormat::parse("int4-g32-min");
+  ASSERT_TRUE((*weights)->check({{name, {64, 64}, format}}).ok());
   const TensorView *t = (*weights)->find(name);
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->dtype, DType::Q4_1);
   EXPECT_EQ(t->name, "blk.1.attn_q.weight");
-  // A block type cannot be quantized again.
-  absl::Status s = (*weights)->check({{name, {64, 64}, QuantFormat{}}});
-  EXPECT_NE(std::string(s.message())
-                .find("is Q4_1, which cannot be "
-                      "quantized again"),
-            std::string::npos)
-      << s;
+  auto q = (*weights)->readQuantized(name, 64, 64);
+  ASSERT_TRUE(q.ok()) << q.status();
+  std::vector<float> want(64 * 64), got(64 * 64);
+  t->toFloat(want.data());
+  q->dequantize(got.data());
+  EXPECT_EQ(got, want);
+  // Compiled for another format, or as floats: compile it from the file.
+  for (std::optional<QuantFormat> other :
+       {std::optional<QuantFormat>(QuantFormat{}),
+        std::optional<QuantFormat>()}) {
+    absl::Status s = (*weights)->check({{name, {64, 64}, other}});
+    EXPECT_NE(std::string(s.message())
+                  .find("is stored pre-quantized (tensor 'blk.1.attn_q.weight' "
+                        "is Q4_1, kiln's int4-g32-min)"),
+              std::string::npos)
+        << s;
+  }
 }
 
 } // namespace

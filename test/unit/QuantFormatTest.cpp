@@ -20,10 +20,10 @@ using namespace kiln;
 namespace {
 
 // Every format the cases hold (those of test/fixtures/quant that divide 256).
-const char *const kFormats[] = {"int8",         "int8-g32",     "int4",
-                                "int4-g32",     "int4-g64",     "int4-g128",
-                                "int4-g32-zp",  "int4-g128-zp", "int8-zp",
-                                "fp8"};
+const char *const kFormats[] = {
+    "int8",         "int8-g32",     "int4",         "int4-g32",    "int4-g64",
+    "int4-g128",    "int4-g32-zp",  "int4-g128-zp", "int8-zp",     "fp8",
+    "int4-g32-min", "int4-g64-min", "int8-g16-min", "int8-g32-min"};
 const char *const kCases[] = {"varied", "ties", "edge"};
 
 std::string casesError;
@@ -91,8 +91,8 @@ void expectSame(const std::vector<T> &got, const std::vector<T> &want,
       first << "\n  [" << int64_t(i) / cols << ", " << int64_t(i) % cols
             << "]: kiln " << show(got[i], i) << ", expected "
             << show(want[i], i);
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size()
-                    << " differ" << first.str();
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " differ"
+                    << first.str();
 }
 
 std::vector<uint32_t> floatBits(const std::vector<float> &v) {
@@ -143,11 +143,34 @@ TEST(QuantFormat, NamesRoundTrip) {
 }
 
 TEST(QuantFormat, ParseRejectsBadSpellings) {
-  for (const char *bad :
-       {"int4-g0", "int4-gx", "fp8-g32", "int3", "int4-zp-g32", "", "int4-g",
-        "int4-g-32", "int4-g+32", "int4-g32x", "int4-g32-zp-zp", "int4-zp-zp",
-        "fp8-zp", "fp8-g32-zp", "INT8", "int8 ", " int8", "int16", "int4g32",
-        "int4-", "fp8-", "fp16"})
+  for (const char *bad : {"int4-g0",
+                          "int4-gx",
+                          "fp8-g32",
+                          "int3",
+                          "int4-zp-g32",
+                          "",
+                          "int4-g",
+                          "int4-g-32",
+                          "int4-g+32",
+                          "int4-g32x",
+                          "int4-g32-zp-zp",
+                          "int4-zp-zp",
+                          "fp8-zp",
+                          "fp8-g32-zp",
+                          "INT8",
+                          "int8 ",
+                          " int8",
+                          "int16",
+                          "int4g32",
+                          "int4-",
+                          "fp8-",
+                          "fp16",
+                          "int4-min",
+                          "int4-g32-zp-min",
+                          "int4-g32-min-zp",
+                          "fp8-min",
+                          "int4-g32-min-act",
+                          "int8-min"})
     EXPECT_FALSE(QuantFormat::parse(bad).has_value()) << '"' << bad << '"';
 }
 
@@ -207,25 +230,50 @@ TEST(QuantFormat, RoundToNearestMatchesPython) {
       EXPECT_TRUE(q.gIdx.empty());
 
       const TensorView &codesT = tensor(key + ".codes");
-      const TensorView &scalesT = tensor(key + ".scales");
       EXPECT_EQ(codesT.shape, (std::vector<int64_t>{rows, cols}));
-      EXPECT_EQ(scalesT.shape, (std::vector<int64_t>{rows, groups}));
       auto wantCodes = elements<uint8_t>(codesT, DType::U8);
-      auto wantScales = elements<uint16_t>(scalesT, DType::F16);
       auto showCode = [&](uint8_t c, size_t i) {
         std::ostringstream s;
         s.precision(9);
         s << int(c) << " (x = " << w[i] << ")";
         return s.str();
       };
-      auto showScale = [](uint16_t h, size_t) {
+      auto showBits = [](uint32_t b, size_t) {
+        float f;
+        std::memcpy(&f, &b, 4);
         std::ostringstream s;
         s.precision(9);
-        s << hex(h) << " (" << halfToFloat(h) << ")";
+        s << f << " (" << hex(b) << ")";
         return s.str();
       };
       expectSame(q.codes, wantCodes, cols, key + ".codes", showCode);
-      expectSame(q.scales, wantScales, groups, key + ".scales", showScale);
+      std::vector<uint16_t> wantScales;
+      std::vector<float> wantWide, wantMins;
+      if (fmt->mins) { // f32 scales and mins, bit for bit (-0.0 too)
+        const TensorView &wideT = tensor(key + ".wide_scales");
+        const TensorView &minsT = tensor(key + ".mins");
+        EXPECT_EQ(wideT.shape, (std::vector<int64_t>{rows, groups}));
+        EXPECT_EQ(minsT.shape, (std::vector<int64_t>{rows, groups}));
+        wantWide = elements<float>(wideT, DType::F32);
+        wantMins = elements<float>(minsT, DType::F32);
+        expectSame(floatBits(q.wideScales), floatBits(wantWide), groups,
+                   key + ".wide_scales", showBits);
+        expectSame(floatBits(q.mins), floatBits(wantMins), groups,
+                   key + ".mins", showBits);
+        EXPECT_EQ(cases().find(key + ".scales"), nullptr);
+        EXPECT_TRUE(q.scales.empty());
+      } else {
+        const TensorView &scalesT = tensor(key + ".scales");
+        EXPECT_EQ(scalesT.shape, (std::vector<int64_t>{rows, groups}));
+        wantScales = elements<uint16_t>(scalesT, DType::F16);
+        auto showScale = [](uint16_t h, size_t) {
+          std::ostringstream s;
+          s.precision(9);
+          s << hex(h) << " (" << halfToFloat(h) << ")";
+          return s.str();
+        };
+        expectSame(q.scales, wantScales, groups, key + ".scales", showScale);
+      }
       std::vector<uint8_t> wantZeros;
       if (fmt->zeroPoints) {
         const TensorView &zerosT = tensor(key + ".zeros");
@@ -244,14 +292,6 @@ TEST(QuantFormat, RoundToNearestMatchesPython) {
       const TensorView &valuesT = tensor(key + ".values");
       EXPECT_EQ(valuesT.shape, (std::vector<int64_t>{rows, cols}));
       auto want = floatBits(elements<float>(valuesT, DType::F32));
-      auto showBits = [](uint32_t b, size_t) {
-        float f;
-        std::memcpy(&f, &b, 4);
-        std::ostringstream s;
-        s.precision(9);
-        s << f << " (" << hex(b) << ")";
-        return s.str();
-      };
       std::vector<float> got(rows * cols);
       q.dequantize(got.data());
       expectSame(floatBits(got), want, cols, key + ".values (kiln's codes)",
@@ -263,8 +303,12 @@ TEST(QuantFormat, RoundToNearestMatchesPython) {
       file.codes = wantCodes;
       file.scales = wantScales;
       file.zeros = wantZeros;
+      file.wideScales = wantWide;
+      file.mins = wantMins;
       if (file.codes.size() == size_t(rows * cols) &&
-          file.scales.size() == size_t(rows * groups) &&
+          (fmt->mins ? file.wideScales.size() : file.scales.size()) ==
+              size_t(rows * groups) &&
+          file.mins.size() == size_t(fmt->mins ? rows * groups : 0) &&
           file.zeros.size() == size_t(fmt->zeroPoints ? rows * groups : 0)) {
         file.dequantize(got.data());
         expectSame(floatBits(got), want, cols,
@@ -282,7 +326,8 @@ TEST(QuantFormat, RoundToNearestMatchesPython) {
   for (const char *caseName : kCases) {
     known.insert(std::string("input.") + caseName);
     for (const char *fmtName : kFormats)
-      for (const char *part : {".codes", ".scales", ".zeros", ".values"})
+      for (const char *part :
+           {".codes", ".scales", ".zeros", ".wide_scales", ".mins", ".values"})
         known.insert(std::string(caseName) + "." + fmtName + part);
   }
   for (const auto &[name, t] : cases().tensors())

@@ -1,6 +1,6 @@
 // The kernels' layout of a quantized weight (runtime/QuantLayout.h), read
 // back as its comment draws it: every code at its lane, k-step and nibble
-// or byte, every scale and zero at its tile entry, the norm and, with
+// or byte, every scale, zero and min at its tile entry, the norm and, with
 // act-order, the permutation that makes each g_idx group contiguous.
 #include "runtime/QuantLayout.h"
 
@@ -28,6 +28,11 @@ QuantizedMatrix randomMatrix(QuantFormat format, int64_t rows, int64_t cols,
   for (int64_t i = 0; i < rows * cols; ++i)
     q.codes.push_back(uint8_t(rng() % (maxCode + 1)));
   for (int64_t i = 0; i < rows * q.groups(); ++i) {
+    if (format.mins) {
+      q.wideScales.push_back(float(rng() % 1000 + 1) * 1e-5f);
+      q.mins.push_back(float(int(rng() % 1000) - 500) * 1e-4f);
+      continue;
+    }
     q.scales.push_back(uint16_t(0x2000 + rng() % 0x1000)); // small, positive
     if (format.zeroPoints)
       q.zeros.push_back(uint8_t(rng() % (maxCode + 1)));
@@ -52,10 +57,11 @@ void expectLayout(const QuantizedMatrix &q, bool withNorm) {
   const QuantFormat &f = q.format;
   std::vector<uint16_t> norm(q.cols);
   std::iota(norm.begin(), norm.end(), uint16_t(0x3c00));
-  std::vector<uint8_t> buf = packForKernels(q, withNorm ? norm.data() : nullptr);
+  std::vector<uint8_t> buf =
+      packForKernels(q, withNorm ? norm.data() : nullptr);
   QuantLayout l = quantLayout(f, q.rows, q.cols, withNorm);
   ASSERT_EQ(int64_t(buf.size()), l.bytes);
-  for (int64_t at : {l.scales, l.zeros, l.norm, l.perm})
+  for (int64_t at : {l.scales, l.zeros, l.mins, l.norm, l.perm})
     EXPECT_EQ(at % 16, 0);
 
   // The buffer's column j is W's column perm[j].
@@ -93,7 +99,7 @@ void expectLayout(const QuantizedMatrix &q, bool withNorm) {
           } else {
             code = load[(s % perLoad) * 8 + i];
           }
-          int want = r < q.rows ? q.codes[r * q.cols + perm[c]]
+          int want = r < q.rows                 ? q.codes[r * q.cols + perm[c]]
                      : f.kind == QuantKind::FP8 ? 0
                                                 : f.middle();
           ASSERT_EQ(code, want) << "tile " << tile << " k-step " << s
@@ -106,6 +112,15 @@ void expectLayout(const QuantizedMatrix &q, bool withNorm) {
         int64_t r = tile * 16 + row;
         // Lane g's pair: rows g and g + 8.
         int64_t entry = (tile * l.groups + g) * 16 + (row % 8) * 2 + row / 8;
+        if (f.mins) { // f32 scales and mins, 0 on padding rows
+          ASSERT_TRUE(l.hasMins);
+          float scale, min;
+          std::memcpy(&scale, &buf[l.scales + 4 * entry], 4);
+          std::memcpy(&min, &buf[l.mins + 4 * entry], 4);
+          EXPECT_EQ(scale, r < q.rows ? q.wideScales[r * l.groups + g] : 0);
+          EXPECT_EQ(min, r < q.rows ? q.mins[r * l.groups + g] : 0);
+          continue;
+        }
         uint16_t scale;
         std::memcpy(&scale, &buf[l.scales + 2 * entry], 2);
         EXPECT_EQ(scale, r < q.rows ? q.scales[r * l.groups + g] : 0);
@@ -125,8 +140,9 @@ void expectLayout(const QuantizedMatrix &q, bool withNorm) {
 
 TEST(QuantLayout, EveryFormatReadsBackAsDrawn) {
   uint32_t seed = 1;
-  for (const char *name : {"int4-g32", "int4-g64-zp", "int4", "int8", "int8-g32-zp",
-                           "fp8", "int4-g32-zp-act", "int8-g64-act"}) {
+  for (const char *name :
+       {"int4-g32", "int4-g64-zp", "int4", "int8", "int8-g32-zp", "fp8",
+        "int4-g32-zp-act", "int8-g64-act", "int4-g32-min", "int8-g16-min"}) {
     SCOPED_TRACE(name);
     auto f = QuantFormat::parse(name);
     ASSERT_TRUE(f);

@@ -44,7 +44,7 @@ int inspectGguf(const std::string &path) {
          << ": exact)\n";
     else if (!types.empty())
       os << "  kiln      projections dequantized to f16 at load (" << types
-         << ": no exact kiln format)\n";
+         << " beside float projections)\n";
     else
       os << "  kiln      float projections (f16 at load)\n";
   } else {

@@ -104,7 +104,8 @@ cl::opt<std::string> quantizeFlag(
     "quantize",
     cl::desc("Quantize the projections' weights at load, round to nearest: "
              "int8 (a scale per row), int4-g32, int4-g64, int4-g128, int4 "
-             "(per row), int8-gN or fp8 (docs/quantization.md)"),
+             "(per row), int8-gN, int4-gN-min/int8-gN-min (f32 scales and "
+             "mins, as llama.cpp's Q4_1) or fp8 (docs/quantization.md)"),
     cl::value_desc("format"), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
@@ -157,6 +158,10 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
     if (quantizeZeroPointsFlag && opts.quantize->kind == QuantKind::FP8)
       return absl::InvalidArgumentError(
           "--quantize-zero-points: fp8 has no zero points");
+    if (quantizeZeroPointsFlag && opts.quantize->mins)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--quantize-zero-points: ", opts.quantize->name(),
+                       " has mins, not zero points"));
     opts.quantize->zeroPoints |= quantizeZeroPointsFlag;
   } else if (quantizeZeroPointsFlag) {
     return absl::InvalidArgumentError(
