@@ -14,8 +14,9 @@
 // their own fp32 accumulators, scaled by the group's f16 scales as the
 // group ends, so the weights are dequantized exactly. With mins (f32
 // scales and mins: llama.cpp's Q4_1, Q5_1, K-quants) the codes multiply
-// unshifted and the group's min times its sum of x (one more mma, of an
-// all-ones A fragment) is taken off as it ends. The norm weight g
+// unshifted and the group's min times its sum of x is taken off as it
+// ends: decode sums each group of its staged x once in shared memory, a
+// batch by one more mma a k-step, of an all-ones A fragment. The norm weight g
 // (a folded RMSNorm's, which a quantized W cannot absorb) scales x as it
 // is loaded; the epilogue then applies 1 / rms(x) as after a dense GEMM.
 // With act-order the buffer's columns are permuted (each group's
@@ -84,8 +85,11 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   // of at most 16 warps a tile and at least UNROLL loads a warp. (The
   // waves this leaves are the cost model's to weigh: a knob for kiln tune
   // is the next step.)
+  // A batch's sums of x for mins (8 more registers) do not fit the 128
+  // registers a thread that 512 threads a block leave: 8 warps a tile then.
+  const int maxSplitK = quant->mins && phase != Phase::decode ? 8 : 16;
   int splitK = 1;
-  while (splitK < 16 && warpTiles * splitK < 32 * 132 &&
+  while (splitK < maxSplitK && warpTiles * splitK < 32 * 132 &&
          loads / (2 * splitK) >= unroll)
     splitK *= 2;
   const int tilesPerBlock = std::max(1, 8 / splitK);
@@ -237,14 +241,24 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         acc[p][i][j] = part_acc[p][i][j] = 0.0f;
-  // With mins: this group's sums of x, in the accumulators' layout (an
-  // mma of an all-ones A fragment: each W row gets its x row's sum).
-  float x_sum[MINS ? NT : 1][4];
+  // With mins, a group's sums of x: decode's, of the staged row, once in
+  // shared memory; a batch's, of x rows 2t and 2t + 1 as the accumulators
+  // hold them, from one more mma a k-step of an all-ones A fragment.
+  constexpr bool GROUP_SUMS = MINS && STAGE_X, MMA_SUMS = MINS && !STAGE_X;
+  __shared__ float x_groups[GROUP_SUMS ? GROUPS : 1]; // [GROUPS]
+  if constexpr (GROUP_SUMS) {
+    for (int q = threadIdx.x; q < GROUPS; q += THREADS) {
+      float sum = 0.0f;
+      for (int j = 0; j < GROUP; ++j)
+        sum += __half2float(xs[q * GROUP + j]);
+      x_groups[q] = sum;
+    }
+    __syncthreads();
+  }
+  float x_sum[MMA_SUMS ? NT : 1][2]; // x rows 2t, 2t + 1
 #pragma unroll
-  for (int i = 0; i < (MINS ? NT : 1); ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      x_sum[i][j] = 0.0f;
+  for (int i = 0; i < (MMA_SUMS ? NT : 1); ++i)
+    x_sum[i][0] = x_sum[i][1] = 0.0f;
   int group = -1;
   kiln_quant_zero zero[PARTS];
   // This group's sums into acc, times its scales (fp8: and 2^8), less its
@@ -260,9 +274,11 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
         acc[p][i][0] += part_acc[p][i][0] * lo;
-        acc[p][i][1] += part_acc[p][i][1] * lo;
         acc[p][i][2] += part_acc[p][i][2] * hi;
-        acc[p][i][3] += part_acc[p][i][3] * hi;
+        if constexpr (!STAGE_X) { // decode's x row 1 is padding: no one reads
+          acc[p][i][1] += part_acc[p][i][1] * lo;
+          acc[p][i][3] += part_acc[p][i][3] * hi;
+        }
 #pragma unroll
         for (int j = 0; j < 4; ++j)
           part_acc[p][i][j] = 0.0f;
@@ -272,19 +288,24 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
             kiln_quant_mins<MINS>(w, MINS_AT, tiles[p], GROUPS, group, g);
 #pragma unroll
         for (int i = 0; i < NT; ++i) {
-          acc[p][i][0] -= x_sum[i][0] * m.x;
-          acc[p][i][1] -= x_sum[i][1] * m.x;
-          acc[p][i][2] -= x_sum[i][2] * m.y;
-          acc[p][i][3] -= x_sum[i][3] * m.y;
+          float s0, s1;
+          if constexpr (GROUP_SUMS) // decode's one row (x rows past it: 0)
+            s0 = s1 = x_groups[group];
+          else
+            s0 = x_sum[i][0], s1 = x_sum[i][1];
+          acc[p][i][0] -= s0 * m.x;
+          acc[p][i][2] -= s0 * m.y;
+          if constexpr (!STAGE_X) {
+            acc[p][i][1] -= s1 * m.x;
+            acc[p][i][3] -= s1 * m.y;
+          }
         }
       }
     }
-    if constexpr (MINS)
+    if constexpr (MMA_SUMS)
 #pragma unroll
       for (int i = 0; i < NT; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          x_sum[i][j] = 0.0f;
+        x_sum[i][0] = x_sum[i][1] = 0.0f;
   };
   // A group's start: the sums so far flushed, its zeros.
   auto start = [&](int next) {
@@ -348,10 +369,13 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
 #pragma unroll
       for (int p = 0; p < PARTS; ++p)
         kiln_mma<false>(part_acc[p][i], a[p], b);
-      if constexpr (MINS) {
+      if constexpr (MMA_SUMS) {
         const unsigned ones[4] = {0x3c003c00u, 0x3c003c00u, 0x3c003c00u,
                                   0x3c003c00u}; // f16 1.0 pairs
-        kiln_mma<false>(x_sum[i], ones, b);
+        float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // rows g, g + 8 alike
+        kiln_mma<false>(sums, ones, b);
+        x_sum[i][0] += sums[0];
+        x_sum[i][1] += sums[1];
       }
     }
   };
