@@ -101,9 +101,11 @@ private:
   Value linear(const std::string &module, Value x, int64_t out) {
     int64_t in = cast<RankedTensorType>(x.getType()).getDimSize(1);
     Attribute quant;
-    if (opts.quantize)
-      quant = QuantAttr::get(b.getContext(), *opts.quantize);
     std::string name = module + ".weight";
+    if (auto it = opts.weightFormats.find(name); it != opts.weightFormats.end())
+      quant = QuantAttr::get(b.getContext(), it->second);
+    else if (opts.quantize)
+      quant = QuantAttr::get(b.getContext(), *opts.quantize);
     Value w = b.create<WeightOp>(
         loc(name), RankedTensorType::get({out, in}, et, quant), name);
     return b.create<LinearOp>(loc(module), act(out), x, w);
@@ -217,16 +219,16 @@ absl::StatusOr<FrontendOptions> optionsFor(const ModelSource &source,
       return absl::InvalidArgumentError(absl::StrCat(
           source.name, " is already quantized (", source.storedQuantized,
           "); --quantize applies to f16/bf16/f32 checkpoints"));
-    if (!source.storedFormat) // read as floats, dequantized exactly
-      return opts;
-    if (std::string e = unquantizable(source.config, *source.storedFormat,
-                                      "cannot run on kiln's quantized "
-                                      "kernels");
-        !e.empty())
-      return absl::InvalidArgumentError(
-          absl::StrCat(source.name, ": ", source.storedQuantized, " as ",
-                       source.storedFormat->name(), ": ", e));
-    opts.quantize = source.storedFormat;
+    // Empty: read as floats, dequantized exactly.
+    for (const auto &[weight, f] : source.storedFormats)
+      if (std::string e = unquantizable(source.config, f,
+                                        "cannot run on kiln's quantized "
+                                        "kernels");
+          !e.empty())
+        return absl::InvalidArgumentError(
+            absl::StrCat(source.name, ": ", source.storedQuantized, " as ",
+                         f.name(), ": ", e));
+    opts.weightFormats = source.storedFormats;
     return opts;
   }
   if (!source.quantization) {

@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct FrontendOptions {
   /// pre-quantized checkpoint's format: optionsFor): their weights' types
   /// carry #kiln.quant.
   std::optional<QuantFormat> quantize;
+  /// A pre-quantized checkpoint's projection formats by weight name, where
+  /// they differ from weight to weight (a GGUF file's block types:
+  /// optionsFor); before `quantize`.
+  std::map<std::string, QuantFormat> weightFormats;
   /// The KV cache's storage: empty (the activations' type), "fp8" (e4m3)
   /// or "int8", codes with an f16 scale per head of each slot (--kv-dtype).
   std::string kvDtype;

@@ -50,7 +50,8 @@ absl::StatusOr<ModelSource> resolveModel(const std::string &arg) {
     src.config = *config;
     src.metaRowOrder = true;
     src.storedQuantized = ggufProjectionBlockTypes(**file);
-    src.storedFormat = ggufProjectionFormat(**file);
+    src.storedFormats = ggufProjectionFormats(**file).value_or(
+        std::map<std::string, QuantFormat>());
     return src;
   }
   if (fs::is_regular_file(arg, ec)) {

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,12 +28,12 @@ struct ModelSource {
   /// A single-file checkpoint (a GGUF file, GgufModel.h; a llama2.c one,
   /// Llama2cCheckpoint.h): q/k rows in Meta's interleaved order; what it
   /// stores quantized, described ("Q4_K, Q6_K", "llama2.c Q8_0, group size
-  /// 64"; empty when its projections are floats); and, when one canonical
-  /// format holds those projections exactly, that format, which they
-  /// keep (else they are read as floats, dequantized exactly).
+  /// 64"; empty when its projections are floats); and the canonical
+  /// formats that hold those projections exactly, by weight name, which
+  /// they keep (empty: they are read as floats, dequantized exactly).
   bool metaRowOrder = false;
   std::string storedQuantized;
-  std::optional<QuantFormat> storedFormat;
+  std::map<std::string, QuantFormat> storedFormats;
 };
 
 /// Resolves `arg` (a folder with config.json, a preset name in models/, a

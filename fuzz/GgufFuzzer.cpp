@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string error;
   if (auto t = kiln::Tokenizer::open(path, int64_t(1) << 30, error))
     (void)t->decode(t->encode("a b\n\xe4\xbd\xa0"));
-  (void)kiln::ggufProjectionFormat(**file);
+  (void)kiln::ggufProjectionFormats(**file);
   for (const kiln::GgufTensor &t : (*file)->tensors()) {
     (void)kiln::ggufToHuggingFaceName(t.name);
     if (!kiln::dtypeOfGgml(t.type) || t.elements() > (1 << 20))

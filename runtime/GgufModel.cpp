@@ -421,19 +421,51 @@ std::string ggufProjectionBlockTypes(const GgufFile &file) {
   return absl::StrJoin(types, ", ");
 }
 
-std::optional<QuantFormat> ggufProjectionFormat(const GgufFile &file) {
-  std::optional<QuantFormat> format;
+namespace {
+/// The buffer a projection shares with others once fused (the fusion
+/// pass packs a layer's q, k and v, and its gate and up): its key.
+std::string bufferOf(const std::string &hf) {
+  for (const char *part : {"self_attn.q_proj", "self_attn.k_proj",
+                           "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"})
+    if (size_t at = hf.find(part); at != std::string::npos)
+      return hf.substr(0, at) + (part[0] == 's' ? "qkv" : "gate_up");
+  return hf;
+}
+} // namespace
+
+std::optional<std::map<std::string, QuantFormat>>
+ggufProjectionFormats(const GgufFile &file) {
+  std::map<std::string, QuantFormat> byBuffer;
+  std::vector<std::string> names;
   for (const GgufTensor &t : file.tensors()) {
-    if (!isProjection(ggufToHuggingFaceName(t.name)))
+    std::string hf = ggufToHuggingFaceName(t.name);
+    if (!isProjection(hf))
       continue;
     auto f = ggmlCanonicalFormat(t.type);
     if (!f)
-      return std::nullopt;
-    format = format ? joinExact(*format, *f) : f;
-    if (!format)
-      return std::nullopt;
+      return std::nullopt; // a float projection: floats, all of them
+    auto [it, fresh] = byBuffer.emplace(bufferOf(hf), *f);
+    if (!fresh) {
+      auto joined = joinExact(it->second, *f);
+      if (!joined)
+        return std::nullopt;
+      it->second = *joined;
+    }
+    names.push_back(std::move(hf));
   }
-  return format;
+  std::map<std::string, QuantFormat> formats;
+  for (const std::string &hf : names)
+    formats[hf] = byBuffer.at(bufferOf(hf));
+  return formats;
+}
+
+std::string describeFormats(const std::map<std::string, QuantFormat> &formats) {
+  std::vector<std::string> names;
+  for (const auto &[weight, f] : formats)
+    if (std::find(names.begin(), names.end(), f.name()) == names.end())
+      names.push_back(f.name());
+  std::sort(names.begin(), names.end());
+  return absl::StrJoin(names, ", ");
 }
 
 } // namespace kiln

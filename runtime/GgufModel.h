@@ -9,9 +9,10 @@
 // read in kiln's canonical quantized form (QuantFormat.h), which holds
 // every block type exactly: Q8_0 and Q5_0 as int8-g32, Q4_0 as int4-g32
 // (f16 scales), Q4_1 and Q4_K as int4-g32-min, Q5_1 and Q5_K as
-// int8-g32-min, Q6_K as int8-g16-min (f32 scales and mins). A file that
-// mixes types takes one format that holds them all (joinExact); one with a
-// float projection reads every projection as floats.
+// int8-g32-min, Q6_K as int8-g16-min (f32 scales and mins). A buffer
+// of tensors of several types (a layer's q, k, v) takes one format that
+// holds them all (joinExact); a file with a float projection reads every
+// projection as floats.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_GGUFMODEL_H
@@ -23,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,10 +57,18 @@ std::optional<QuantFormat> joinExact(const QuantFormat &a,
 QuantizedMatrix ggmlToCanonical(GgmlType type, const uint8_t *blocks,
                                 int64_t rows, int64_t cols, QuantFormat as);
 
-/// The projections' format for a whole file: the join of every projection
-/// tensor's canonical format, or nullopt when some projection is a float
-/// type (F16, F32, BF16): then all are float weights.
-std::optional<QuantFormat> ggufProjectionFormat(const GgufFile &file);
+/// The projections' formats by Hugging Face weight name: each the join of
+/// the canonical formats of the tensors its fused buffer holds (a layer's
+/// q, k and v; its gate and up; o and down alone), so that the fusion pass
+/// still packs them; nullopt when some projection is a float type (F16,
+/// F32, BF16): then all are float weights. A Q4_K_M file's layers whose
+/// attn_v or ffn_down is Q6_K get int8-g16-min there, the others
+/// int4-g32-min.
+std::optional<std::map<std::string, QuantFormat>>
+ggufProjectionFormats(const GgufFile &file);
+
+/// The distinct formats of `formats`, sorted ("int4-g32-min, int8-g16-min").
+std::string describeFormats(const std::map<std::string, QuantFormat> &formats);
 
 /// The block types of the file's projections ("Q4_K, Q6_K"); empty when
 /// every one is F32, F16 or BF16.

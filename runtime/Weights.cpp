@@ -100,7 +100,8 @@ absl::Status WeightSet::openGguf(const std::string &path) {
   if (!file.ok())
     return file.status();
   gguf_ = std::move(*file);
-  ggufFormat_ = ggufProjectionFormat(*gguf_);
+  ggufFormats_ = ggufProjectionFormats(*gguf_).value_or(
+      std::map<std::string, QuantFormat>());
   for (const GgufTensor &t : gguf_->tensors()) {
     std::string name = ggufToHuggingFaceName(t.name);
     if (name.empty())
@@ -199,8 +200,7 @@ std::string WeightSet::moduleOf(const std::string &name) {
 bool WeightSet::prequantized(const std::string &name) const {
   if (gguf_) {
     const TensorView *t = find(name);
-    return ggufFormat_ && t && isGgmlBlock(t->dtype) &&
-           absl::EndsWith(name, "_proj.weight");
+    return t && isGgmlBlock(t->dtype) && ggufFormats_.count(name);
   }
   return quant_ && absl::EndsWith(name, ".weight") && !find(name) &&
          find(moduleOf(name) + ".qweight");
@@ -222,7 +222,7 @@ WeightSet::readQuantized(const std::string &name, int64_t rows,
                                        "needs ",
                                        shapeString({rows, cols})));
   return ggmlToCanonical(*ggmlTypeOf(t->dtype), t->data, rows, cols,
-                         *ggufFormat_);
+                         ggufFormats_.at(name));
 }
 
 absl::Status WeightSet::check(const std::vector<WeightSpec> &specs) const {
@@ -231,8 +231,8 @@ absl::Status WeightSet::check(const std::vector<WeightSpec> &specs) const {
       const TensorView *t = find(spec.name);
       std::string stored =
           absl::StrCat("tensor '", t->name, "' is ", dtypeName(t->dtype),
-                       ", kiln's ", ggufFormat_->name());
-      if (!spec.quant || *spec.quant != *ggufFormat_)
+                       ", kiln's ", ggufFormats_.at(spec.name).name());
+      if (!spec.quant || *spec.quant != ggufFormats_.at(spec.name))
         return fault(origin_,
                      absl::StrCat("weight '", spec.name,
                                   "' is stored "

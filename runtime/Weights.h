@@ -81,7 +81,9 @@ private:
   std::shared_ptr<const QuantizationConfig> quant_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Llama2cCheckpoint> llama2c_;
-  std::optional<QuantFormat> ggufFormat_; // its projections' format
+  // Its projections' formats by Hugging Face name (GgufModel.h); empty
+  // when they are read as floats.
+  std::map<std::string, QuantFormat> ggufFormats_;
   std::vector<std::unique_ptr<TensorView>> ggufViews_;
   std::map<std::string, std::string> unreadable_; // name -> its ggml type
   std::vector<std::unique_ptr<SafeTensorsFile>> files_;

@@ -8,6 +8,8 @@
 #include "runtime/SafeTensors.h"
 #include "runtime/Weights.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -333,14 +335,40 @@ TEST(GgufModel, ReadsTheFixturesConfig) {
   EXPECT_EQ(c->vocabSize, 320);
   EXPECT_EQ(c->maxPositions, 128);
   EXPECT_FLOAT_EQ(float(c->rmsNormEps), 1e-5f);
-  EXPECT_EQ(ggufProjectionFormat(**f)->name(), "int4-g32");
+  auto formats = ggufProjectionFormats(**f);
+  ASSERT_TRUE(formats);
+  EXPECT_EQ(formats->size(), 14u); // 7 projections, 2 layers
+  EXPECT_EQ(describeFormats(*formats), "int4-g32");
   EXPECT_EQ(ggufProjectionBlockTypes(**f), "Q4_0");
   auto q41 = GgufFile::open(fixtures() + "tiny-gqa-Q4_1.gguf");
   ASSERT_TRUE(q41.ok());
-  EXPECT_EQ(ggufProjectionFormat(**q41)->name(), "int4-g32-min");
+  EXPECT_EQ(describeFormats(*ggufProjectionFormats(**q41)), "int4-g32-min");
+  // Q4_K_M: a buffer with a Q6_K tensor takes int8-g16-min, the others
+  // int4-g32-min; q, k and v (gate and up) always share one.
   auto q4km = GgufFile::open(fixtures() + "tiny-dh128-Q4_K_M.gguf");
   ASSERT_TRUE(q4km.ok());
-  EXPECT_EQ(ggufProjectionFormat(**q4km)->name(), "int8-g16-min");
+  auto mixed = ggufProjectionFormats(**q4km);
+  ASSERT_TRUE(mixed);
+  EXPECT_EQ(describeFormats(*mixed), "int4-g32-min, int8-g16-min");
+  for (int layer = 0; layer < 2; ++layer) {
+    auto at = [&](const std::string &module) {
+      return mixed->at(
+          absl::StrCat("model.layers.", layer, ".", module, ".weight"));
+    };
+    auto tensor = [&](const char *name) {
+      return (*q4km)->tensor(absl::StrCat("blk.", layer, ".", name, ".weight"));
+    };
+    QuantFormat qkv = at("self_attn.q_proj");
+    EXPECT_EQ(at("self_attn.k_proj"), qkv);
+    EXPECT_EQ(at("self_attn.v_proj"), qkv);
+    EXPECT_EQ(at("mlp.up_proj"), at("mlp.gate_proj"));
+    const bool v6 = tensor("attn_v")->type == GgmlType::Q6_K;
+    EXPECT_EQ(qkv.name(), v6 ? "int8-g16-min" : "int4-g32-min") << layer;
+    const bool down6 = tensor("ffn_down")->type == GgmlType::Q6_K;
+    EXPECT_EQ(at("mlp.down_proj").name(),
+              down6 ? "int8-g16-min" : "int4-g32-min")
+        << layer;
+  }
 }
 
 TEST(GgufModel, MapsNames) {

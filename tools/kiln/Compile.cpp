@@ -266,7 +266,7 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
                       bytes(elems * (opts.dtype == "f32" ? 4 : 2)), opts.dtype);
   // A quantized model's device buffers: what the GPU holds.
   double stored = 0;
-  std::string format; // the projections' (the first quantized weight's)
+  std::vector<std::string> formats; // the projections', in order of use
   llvm::StringSet<> seen;
   if (auto decode = m.module->lookupSymbol<func::FuncOp>("decode"))
     decode.walk([&](Operation *op) {
@@ -279,17 +279,17 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
         return;
       auto quant = weightQuant(type);
       auto packed = dyn_cast<PackedWeightOp>(op);
-      if (quant && format.empty())
-        format = quant->name();
+      if (quant && llvm::find(formats, quant->name()) == formats.end())
+        formats.push_back(quant->name());
       stored += quant ? double(quantLayout(*quant, type.getDimSize(0),
                                            type.getDimSize(1),
                                            packed && packed.getScaledBy())
                                    .bytes)
                       : double(type.getNumElements()) * 2;
     });
-  if (!format.empty())
+  if (!formats.empty())
     os << llvm::formatv("  stored    {0} on the device, the projections {1}\n",
-                        bytes(stored), format);
+                        bytes(stored), llvm::join(formats, " and "));
 }
 } // namespace
 

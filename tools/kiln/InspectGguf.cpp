@@ -39,9 +39,9 @@ int inspectGguf(const std::string &path) {
                         c->intermediateSize, c->vocabSize, c->maxPositions,
                         c->ropeTheta);
     std::string types = ggufProjectionBlockTypes(file);
-    if (auto f = ggufProjectionFormat(file))
-      os << "  kiln      projections kept as " << f->name() << " (" << types
-         << ": exact)\n";
+    if (auto f = ggufProjectionFormats(file); f && !f->empty())
+      os << "  kiln      projections kept as " << describeFormats(*f) << " ("
+         << types << ": exact)\n";
     else if (!types.empty())
       os << "  kiln      projections dequantized to f16 at load (" << types
          << " beside float projections)\n";
