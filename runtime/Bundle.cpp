@@ -129,6 +129,7 @@ Json programJson(const Bundle &b) {
   };
   Json program = {
       {"model", b.model},
+      {"lora", b.lora},
       {"config", configJson(b.config)},
       {"vocab", p.vocab},
       {"max_positions", p.maxPositions},
@@ -346,6 +347,8 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
 absl::Status readProgram(const Json &j, Bundle &b) {
   Program &p = b.program;
   b.model = j.at("model").get<std::string>();
+  if (auto lora = j.find("lora"); lora != j.end())
+    b.lora = lora->get<std::vector<std::string>>();
   std::string text = j.at("config").dump();
   auto config = parseLlamaConfig(text, "config");
   if (!config.ok())

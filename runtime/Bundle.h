@@ -31,6 +31,9 @@ struct Bundle {
   /// The NVRTC version that made them ("13.0"; "" when the bundle does not
   /// say): a driver older than it may refuse them.
   std::string nvrtc;
+  /// LoRA adapters to merge into the weights at load ("FOLDER[:WEIGHT]",
+  /// FOLDER absolute; runtime/LoraAdapter.h), in order.
+  std::vector<std::string> lora = {};
 };
 
 /// A region's name in the bundle and in kiln inspect ("arena", "pool", ...).

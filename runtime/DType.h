@@ -159,6 +159,14 @@ inline float bf16ToFloat(uint16_t b) {
   return f;
 }
 
+/// The nearest bfloat16 (ties to even) of a finite float.
+inline uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  return uint16_t(bits >> 16);
+}
+
 /// `n` elements of a float type (isFloat) at `data` into out[n].
 inline void floatsToFloat(DType t, const uint8_t *data, int64_t n, float *out) {
   if (t == DType::F32) {

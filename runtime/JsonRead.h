@@ -2,6 +2,7 @@
 #ifndef KILN_RUNTIME_JSONREAD_H
 #define KILN_RUNTIME_JSONREAD_H
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 #include <nlohmann/json.hpp>
@@ -50,6 +51,24 @@ std::vector<T> jsonIntegers(const nlohmann::json &v) {
     out.push_back(jsonInteger<T>(e));
   return out;
 }
+
+/// The fields of a JSON object from a file, each read with its check; the
+/// first fault is kept as `status` ("PATH: field 'r' must be a positive
+/// integer, not -1"), the rest of the reading goes on with a fallback.
+struct JsonFields {
+  const nlohmann::json &json;
+  const std::string &path;
+  absl::Status status = absl::OkStatus();
+
+  void fail(const std::string &what);
+  /// A positive integer field; `fallback` < 0 means the field is required.
+  int64_t positive(const char *key, int64_t fallback = -1);
+  /// A positive number; `fallback` < 0 means the field is required.
+  double positiveReal(const char *key, double fallback = -1);
+  /// A string field; "" when absent or null.
+  std::string string(const char *key);
+  bool boolean(const char *key, bool fallback);
+};
 
 } // namespace kiln
 

@@ -14,73 +14,6 @@
 namespace kiln {
 namespace {
 using Json = nlohmann::json;
-
-struct Reader {
-  const Json &json;
-  const std::string &path;
-  absl::Status status = absl::OkStatus();
-
-  void fail(const std::string &what) {
-    if (status.ok())
-      status = absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
-  }
-
-  /// A positive integer field; `fallback` < 0 means the field is required.
-  int64_t positive(const char *key, int64_t fallback = -1) {
-    auto it = json.find(key);
-    if (it == json.end() || it->is_null()) {
-      if (fallback < 0)
-        fail(absl::StrCat("missing field '", key, "'"));
-      return fallback;
-    }
-    if (!it->is_number_integer() || it->get<int64_t>() <= 0 ||
-        it->get<int64_t>() > (int64_t(1) << 40)) {
-      fail(absl::StrCat("field '", key, "' must be a positive integer, not ",
-                        it->dump()));
-      return 1;
-    }
-    return it->get<int64_t>();
-  }
-
-  double positiveReal(const char *key, double fallback = -1) {
-    auto it = json.find(key);
-    if (it == json.end() || it->is_null()) {
-      if (fallback < 0)
-        fail(absl::StrCat("missing field '", key, "'"));
-      return fallback;
-    }
-    if (!it->is_number() || !(it->get<double>() > 0)) {
-      fail(absl::StrCat("field '", key, "' must be a positive number, not ",
-                        it->dump()));
-      return 1;
-    }
-    return it->get<double>();
-  }
-
-  std::string string(const char *key) {
-    auto it = json.find(key);
-    if (it == json.end() || it->is_null())
-      return "";
-    if (!it->is_string()) {
-      fail(
-          absl::StrCat("field '", key, "' must be a string, not ", it->dump()));
-      return "";
-    }
-    return it->get<std::string>();
-  }
-
-  bool boolean(const char *key, bool fallback) {
-    auto it = json.find(key);
-    if (it == json.end() || it->is_null())
-      return fallback;
-    if (!it->is_boolean()) {
-      fail(absl::StrCat("field '", key, "' must be true or false, not ",
-                        it->dump()));
-      return fallback;
-    }
-    return it->get<bool>();
-  }
-};
 } // namespace
 
 absl::StatusOr<LlamaConfig> parseLlamaConfig(std::string_view text,
@@ -96,7 +29,7 @@ absl::StatusOr<LlamaConfig> parseLlamaConfig(std::string_view text,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not a JSON object"));
 
-  Reader r{json, path};
+  JsonFields r{json, path};
   LlamaConfig c;
   if (std::string type = r.string("model_type");
       !type.empty() && type != "llama")

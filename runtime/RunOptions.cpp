@@ -1,5 +1,6 @@
 //===- RunOptions.cpp -----------------------------------------------------===//
 #include "runtime/RunOptions.h"
+#include "runtime/LoraAdapter.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -102,8 +103,8 @@ absl::StatusOr<std::vector<int32_t>> parseStopIds(const std::string &text,
 }
 
 absl::StatusOr<std::unique_ptr<WeightSet>>
-openCheckpoint(const std::string &folder,
-               const std::vector<WeightSpec> &specs) {
+openCheckpoint(const std::string &folder, const std::vector<WeightSpec> &specs,
+               const std::vector<std::string> &lora, int64_t headDim) {
   if (!WeightSet::present(folder))
     return absl::InvalidArgumentError(absl::StrCat(
         folder, ": has no weights (model.safetensors); presets such as "
@@ -112,6 +113,15 @@ openCheckpoint(const std::string &folder,
   if (!opened.ok())
     return opened.status();
   if (absl::Status s = (*opened)->check(specs); !s.ok())
+    return s;
+  std::vector<LoraAdapter> adapters;
+  for (const std::string &spec : lora) {
+    auto adapter = LoraAdapter::open(spec);
+    if (!adapter.ok())
+      return adapter.status();
+    adapters.push_back(std::move(*adapter));
+  }
+  if (absl::Status s = mergeLora(**opened, adapters, headDim); !s.ok())
     return s;
   return opened;
 }

@@ -50,9 +50,12 @@ absl::StatusOr<SamplingParams> parseSampling(const SamplingFlags &flags);
 absl::StatusOr<std::vector<int32_t>> parseStopIds(const std::string &text,
                                                   int64_t vocab);
 
-/// A model folder's checkpoint, checked against what the model needs.
+/// A model folder's checkpoint, checked against what the model needs,
+/// with the LoRA adapters `lora` ("FOLDER[:WEIGHT]", in order) merged in
+/// (heads of headDim rows: LoraAdapter.h).
 absl::StatusOr<std::unique_ptr<WeightSet>>
-openCheckpoint(const std::string &folder, const std::vector<WeightSpec> &specs);
+openCheckpoint(const std::string &folder, const std::vector<WeightSpec> &specs,
+               const std::vector<std::string> &lora = {}, int64_t headDim = 0);
 
 /// What a bundle's weight manifest needs of the checkpoint.
 std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws);

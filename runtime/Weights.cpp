@@ -186,6 +186,18 @@ WeightSet::open(const std::string &folder) {
   return set;
 }
 
+void WeightSet::replace(const std::string &name, DType dtype,
+                        std::vector<uint8_t> bytes) {
+  const TensorView *old = find(name);
+  auto view = std::make_unique<TensorView>(*old);
+  view->dtype = dtype;
+  view->numBytes = bytes.size();
+  view->data = bytes.data(); // stays put when the vector moves
+  replacedBytes_.push_back(std::move(bytes));
+  byName_[name] = view.get();
+  replacedViews_.push_back(std::move(view));
+}
+
 const TensorView *WeightSet::find(const std::string &name) const {
   auto it = byName_.find(name);
   return it == byName_.end() ? nullptr : it->second;

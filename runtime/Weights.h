@@ -73,6 +73,16 @@ public:
   /// The module of a weight `M.weight`: M.
   static std::string moduleOf(const std::string &name);
 
+  /// True for a GGUF or llama2.c checkpoint, whose q/k rows are in Meta's
+  /// interleaved RoPE order.
+  bool metaRowOrder() const { return gguf_ || llama2c_; }
+
+  /// New values for the weight `name` (which find() must know), in `dtype`
+  /// (a float type), of its shape: find() returns them from now on, under
+  /// its name (a merged LoRA adapter: LoraAdapter.h).
+  void replace(const std::string &name, DType dtype,
+               std::vector<uint8_t> bytes);
+
 private:
   absl::Status openGguf(const std::string &path);
   absl::Status openLlama2c(const std::string &path);
@@ -85,6 +95,9 @@ private:
   // when they are read as floats.
   std::map<std::string, QuantFormat> ggufFormats_;
   std::vector<std::unique_ptr<TensorView>> ggufViews_;
+  // Replaced weights (replace()): their views and bytes.
+  std::vector<std::unique_ptr<TensorView>> replacedViews_;
+  std::vector<std::vector<uint8_t>> replacedBytes_;
   std::map<std::string, std::string> unreadable_; // name -> its ggml type
   std::vector<std::unique_ptr<SafeTensorsFile>> files_;
   std::map<std::string, const TensorView *> byName_;

@@ -283,8 +283,9 @@ int main(int argc, char **argv) {
       return fail(s);
   std::unique_ptr<WeightSet> weights;
   if (!random) {
-    auto opened = openCheckpoint(flags["weights"],
-                                 manifestSpecs(bundle->program.weights));
+    auto opened =
+        openCheckpoint(flags["weights"], manifestSpecs(bundle->program.weights),
+                       bundle->lora, c.headDim());
     if (!opened.ok())
       return fail(opened.status());
     weights = std::move(*opened);

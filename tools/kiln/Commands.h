@@ -33,6 +33,8 @@ extern llvm::cl::opt<bool> fusionFlag;
 extern llvm::cl::opt<std::string> cacheDirFlag;
 extern llvm::cl::opt<int64_t> maxBatchFlag;
 extern llvm::cl::opt<std::string> tuningDbFlag;
+/// --lora ADAPTER_DIR[:WEIGHT], repeatable: adapters merged at load.
+extern llvm::cl::list<std::string> loraFlag;
 
 /// The frontend options the shared flags (--dtype, --fusion, --rope-layout,
 /// --prefill-tokens) ask for; a usage error names the bad flag.
@@ -71,7 +73,13 @@ struct CompiledModel {
   ModelSource source;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::vector<WeightSpec> weights;
+  /// LoRA adapters merged at load (loraSpecs()), which a bundle records.
+  std::vector<std::string> lora = {};
 };
+
+/// --lora's adapters, each opened and checked, as "FOLDER:WEIGHT" with
+/// FOLDER absolute (what a bundle records).
+absl::StatusOr<std::vector<std::string>> loraSpecs();
 
 /// A model folder's checkpoint, when it has one, checked against what the
 /// module needs: a damaged folder is refused even where only its shapes are

@@ -9,6 +9,7 @@
 #include "runtime/Bundle.h"
 #include "runtime/DType.h"
 #include "runtime/QuantLayout.h"
+#include "runtime/RunOptions.h"
 #include "tools/kiln/Commands.h"
 #include "tune/Predict.h"
 
@@ -82,10 +83,9 @@ cl::opt<bool> printLocations("print-locations",
 absl::Status checkWeightsIfPresent(const CompiledModel &m) {
   if (!WeightSet::present(m.source.folder))
     return absl::OkStatus();
-  auto weights = WeightSet::open(m.source.folder);
-  if (!weights.ok())
-    return weights.status();
-  return (*weights)->check(m.weights);
+  auto weights = openCheckpoint(m.source.folder, m.weights, m.lora,
+                                m.source.config.headDim());
+  return weights.status();
 }
 
 int fail(const absl::Status &status, int code) {
@@ -173,8 +173,8 @@ absl::Status writeBundleFor(const CompiledModel &m, const CodegenOptions &knobs,
                          compiled->size() - hits, hits)
                .str();
   Bundle bundle{
-      m.source.name,       m.source.config, std::move(*program), {}, {},
-      nvrtcVersionString()};
+      m.source.name,        m.source.config, std::move(*program), {}, {},
+      nvrtcVersionString(), m.lora};
   for (CompiledKernel &k : *compiled) {
     bundle.cubin[k.kernel][k.target] = std::move(k.cubin);
     bundle.ptx[k.kernel][k.target] = std::move(k.ptx);
@@ -359,6 +359,10 @@ int runCompile() {
                     ".svg) to "
                  << dumpDir << "\n";
   }
+  auto lora = loraSpecs();
+  if (!lora.ok())
+    return fail(lora.status());
+  compiled->lora = std::move(*lora);
   if (absl::Status s = checkWeightsIfPresent(*compiled); !s.ok())
     return fail(s);
   // The Program's launches, built once for the --stats-step check, the

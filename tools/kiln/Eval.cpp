@@ -273,11 +273,12 @@ int runEval() {
   auto opts = frontendOptions();
   if (!opts.ok())
     return fail(opts.status(), 2);
-  if (compareTo.empty() && !opts->quantize && opts->kvDtype.empty())
+  if (compareTo.empty() && !opts->quantize && opts->kvDtype.empty() &&
+      loraFlag.empty())
     return fail(absl::InvalidArgumentError(
                     "kiln eval: name what MODEL is compared with: --quantize "
-                    "FORMAT or --kv-dtype fp8|int8 (MODEL quantized) or "
-                    "--compare-to MODEL2"),
+                    "FORMAT or --kv-dtype fp8|int8 (MODEL quantized), --lora "
+                    "ADAPTER (MODEL adapted) or --compare-to MODEL2"),
                 2);
   auto knobs = codegenOptions();
   if (!knobs.ok())
@@ -290,8 +291,8 @@ int runEval() {
                   2);
 
   // Both models compiled first (headers only), so that a mismatch fails
-  // before anything runs. --quantize and --kv-dtype are the compared
-  // model's alone.
+  // before anything runs. --quantize, --kv-dtype and --lora are the
+  // compared model's alone.
   FrontendOptions baseOpts = *opts, comparedOpts = *opts;
   baseOpts.quantize.reset();
   baseOpts.kvDtype.clear();
@@ -303,6 +304,10 @@ int runEval() {
   auto compared = compileModel(ctx, comparedName, comparedOpts);
   if (!compared.ok())
     return fail(compared.status());
+  if (auto lora = loraSpecs(); lora.ok())
+    compared->lora = std::move(*lora); // the compared model's alone
+  else
+    return fail(lora.status());
   const LlamaConfig &bc = base->source.config, &cc = compared->source.config;
   if (bc.vocabSize != cc.vocabSize)
     return fail(absl::InvalidArgumentError(
@@ -340,7 +345,8 @@ int runEval() {
   std::string deviceName;
   for (int pass = 0; pass < 2; ++pass) {
     const CompiledModel &m = pass == 0 ? *base : *compared;
-    auto weights = openCheckpoint(m.source.folder, m.weights);
+    auto weights = openCheckpoint(m.source.folder, m.weights, m.lora,
+                                  m.source.config.headDim());
     if (!weights.ok())
       return fail(weights.status());
     auto dev = deviceFor(device, m, **weights, *knobs);
@@ -376,6 +382,8 @@ int runEval() {
   if (!comparedOpts.kvDtype.empty())
     absl::StrAppend(&how, how.empty() ? "" : ", ", "--kv-dtype ",
                     comparedOpts.kvDtype);
+  for (const std::string &spec : loraFlag)
+    absl::StrAppend(&how, how.empty() ? "" : ", ", "--lora ", spec);
   std::string comparedDesc =
       absl::StrCat(comparedName, " (", how.empty() ? "as stored" : how, ")");
   llvm::outs() << "kiln: eval on " << deviceName << ": base "

@@ -1,8 +1,12 @@
 //===- Options.cpp - the subcommands and the options they share -----------===//
+#include "runtime/LoraAdapter.h"
 #include "tools/kiln/Commands.h"
 #include "tune/Tuner.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+#include <filesystem>
 
 namespace cl = llvm::cl;
 
@@ -115,6 +119,15 @@ cl::opt<bool> quantizeZeroPointsFlag(
     cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(tuneCommand()),
     cl::sub(evalCommand()));
 
+cl::list<std::string> loraFlag(
+    "lora",
+    cl::desc("Merge a PEFT LoRA adapter folder (adapter_config.json, "
+             "adapter_model.safetensors) into the weights at load, times "
+             "WEIGHT (default 1); repeatable, applied in order "
+             "(docs/lora.md)"),
+    cl::value_desc("ADAPTER_DIR[:WEIGHT]"), cl::sub(compileCommand()),
+    cl::sub(runCommand()), cl::sub(evalCommand()));
+
 cl::opt<std::string> kvDtypeFlag(
     "kv-dtype",
     cl::desc("The KV cache's storage: f16 (default, as the activations), "
@@ -122,6 +135,20 @@ cl::opt<std::string> kvDtypeFlag(
              "twice the tokens in the same memory (docs/kv-cache.md)"),
     cl::value_desc("type"), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(tuneCommand()), cl::sub(evalCommand()));
+
+absl::StatusOr<std::vector<std::string>> loraSpecs() {
+  std::vector<std::string> specs;
+  for (const std::string &spec : loraFlag) {
+    auto adapter = LoraAdapter::open(spec);
+    if (!adapter.ok())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--lora ", spec, ": ", std::string(adapter.status().message())));
+    specs.push_back(
+        absl::StrCat(std::filesystem::absolute(adapter->folder).string(), ":",
+                     absl::StrFormat("%.17g", adapter->weight)));
+  }
+  return specs;
+}
 
 absl::StatusOr<FrontendOptions> frontendOptions() {
   FrontendOptions opts;

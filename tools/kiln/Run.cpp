@@ -266,11 +266,21 @@ int runRun() {
     return randomWeights ? WeightProvider::random(1)
                          : WeightProvider::checkpoint(*weights);
   };
+  // --lora's adapters after a bundle's own.
+  std::vector<std::string> lora;
   auto openWeights = [&](const std::string &folder,
                          const std::vector<WeightSpec> &specs) -> absl::Status {
+    auto flagged = loraSpecs();
+    if (!flagged.ok())
+      return flagged.status();
+    lora.insert(lora.end(), flagged->begin(), flagged->end());
     if (randomWeights)
-      return absl::OkStatus();
-    auto opened = openCheckpoint(folder, specs);
+      return flagged->empty()
+                 ? absl::OkStatus()
+                 : absl::InvalidArgumentError(
+                       "--lora: merges into a checkpoint's weights, "
+                       "not --random-weights");
+    auto opened = openCheckpoint(folder, specs, lora, c.headDim());
     if (!opened.ok())
       return opened.status();
     weights = std::move(*opened);
@@ -297,6 +307,7 @@ int runRun() {
         return fail(s, 2);
     c = bundle->config;
     name = bundle->model;
+    lora = bundle->lora;
     if (absl::Status s = tokenize(weightsFolder, c.vocabSize); !s.ok())
       return fail(s);
     if (absl::Status s = checkPrompts(c); !s.ok())
