@@ -248,11 +248,13 @@ llvm::Expected<LinearShape> linearShape(mlir::Operation *op);
 std::string floatLiteral(double v);
 
 /// RoPE as the kernels compute it (codegen/Rope.cpp): the table
-/// `kiln_rope_turns[Dh/2][2]` (theta^(-2i/Dh) / (2 pi) as two floats; one
-/// zero entry without theta), `kiln_rope_sincos(pos, i, &s, &c)`, which
-/// reduces the angle exactly, and `kiln_rope_rotated<DH, INTERLEAVED>(head,
-/// d, pos)`, element d of a head's vector rotated.
-std::string ropePrelude(int64_t headDim, std::optional<double> theta);
+/// `kiln_rope_turns[Dh/2][2]` (theta^(-2i/Dh) / (2 pi linear) as two
+/// floats, `linear` a linear scaling's factor; one zero entry without
+/// theta), `kiln_rope_sincos(pos, i, &s, &c)`, which reduces the angle
+/// exactly, and `kiln_rope_rotated<DH, INTERLEAVED>(head, d, pos)`, element
+/// d of a head's vector rotated.
+std::string ropePrelude(int64_t headDim, std::optional<double> theta,
+                        std::optional<llvm::APFloat> linear = std::nullopt);
 
 /// A C identifier from a kernel name: "decode.attn.norm_qkv_rope#2" ->
 /// "kiln_decode_attn_norm_qkv_rope_2".

@@ -71,7 +71,7 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   std::optional<double> theta;
   if (rope)
     theta = att.getRopeTheta()->convertToDouble();
-  os << ropePrelude(s.dh, theta);
+  os << ropePrelude(s.dh, theta, att.getRopeLinear());
   os << "constexpr int H = " << s.heads << ", KVH = " << s.kvHeads
      << ", DH = " << s.dh << ", GROUP = " << s.heads / s.kvHeads << ";\n"
      << poolConstants(op) << kvCachePrelude(s.cache);

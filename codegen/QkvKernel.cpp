@@ -48,7 +48,7 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   std::optional<double> theta;
   if (rope)
     theta = qkv.getRopeTheta()->convertToDouble();
-  os << ropePrelude(cache.getHeadDim(), theta);
+  os << ropePrelude(cache.getHeadDim(), theta, qkv.getRopeLinear());
   os << "constexpr int K = " << s.k << ", N = " << s.n
      << ", VEC = " << vectorWidth(s.k, opts.maxVectorWidth) << ";\n";
   os << "constexpr int QW = " << qw << ", KVW = " << kvw

@@ -15,17 +15,21 @@
 
 namespace kiln {
 
-std::string ropePrelude(int64_t dh, std::optional<double> theta) {
+std::string ropePrelude(int64_t dh, std::optional<double> theta,
+                        std::optional<llvm::APFloat> linear) {
+  // A linear scaling divides the positions: the turns a position makes.
+  const double divisor = linear ? linear->convertToDouble() : 1.0;
   // (Declared without RoPE too: a discarded `if constexpr` branch in a
   // non-template function still names it.)
   std::string s = "\n// RoPE: pair i turns pos * (hi + lo) turns, theta^(-2i/" +
-                  std::to_string(dh) +
-                  ") / (2 pi) as two floats.\n__constant__ float "
+                  std::to_string(dh) + ") / (2 pi" +
+                  (linear ? " * " + floatLiteral(divisor) : std::string()) +
+                  ") as two floats.\n__constant__ float "
                   "kiln_rope_turns[" +
                   std::to_string(theta ? dh / 2 : 1) + "][2] = {";
   for (int64_t i = 0; theta && i < dh / 2; ++i) {
-    double turns =
-        std::pow(*theta, -2.0 * double(i) / double(dh)) / (2.0 * M_PI);
+    double turns = std::pow(*theta, -2.0 * double(i) / double(dh)) /
+                   (2.0 * M_PI * divisor);
     float hi = float(turns);
     s += (i ? ", {" : "{") + floatLiteral(hi) + ", " +
          floatLiteral(float(turns - double(hi))) + "}";

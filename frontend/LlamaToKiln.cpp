@@ -43,7 +43,10 @@ public:
     Type stored = opts.kvDtype == "fp8"    ? b.getType<Float8E4M3FNType>()
                   : opts.kvDtype == "int8" ? b.getI8Type()
                                            : et;
-    cacheType = KVCacheType::get(&ctx, c.numLayers, c.maxPositions,
+    // --max-context may pass max_position_embeddings where RoPE is scaled
+    // (optionsFor checks how far).
+    cacheType = KVCacheType::get(&ctx, c.numLayers,
+                                 std::max(c.maxPositions, opts.maxContext),
                                  c.numKVHeads, c.headDim(), stored);
   }
 
@@ -122,19 +125,31 @@ private:
     Value k = linear(attn + ".k_proj", x, kvWidth);
     Value v = linear(attn + ".v_proj", x, kvWidth);
     auto layout = RopeLayoutAttr::get(b.getContext(), opts.ropeLayout);
-    auto theta = b.getF64FloatAttr(c.ropeTheta);
+    // --rope-ntk-scale's fixed NTK-aware base; config.json's linear
+    // scaling divides the positions.
+    double base = c.ropeTheta;
+    if (opts.ropeNtkScale > 0)
+      base *= std::pow(opts.ropeNtkScale,
+                       double(c.headDim()) / double(c.headDim() - 2));
+    auto theta = b.getF64FloatAttr(base);
+    FloatAttr positionDivisor;
+    if (c.ropeScaling == "linear")
+      positionDivisor = b.getF64FloatAttr(c.ropeScalingFactor);
     Location rope = loc(attn + ".rotary_emb");
     q = b.create<RopeOp>(rope, q.getType(), q, positions,
-                         b.getI64IntegerAttr(c.numHeads), theta, layout);
+                         b.getI64IntegerAttr(c.numHeads), theta, layout,
+                         positionDivisor);
     k = b.create<RopeOp>(rope, k.getType(), k, positions,
-                         b.getI64IntegerAttr(c.numKVHeads), theta, layout);
+                         b.getI64IntegerAttr(c.numKVHeads), theta, layout,
+                         positionDivisor);
 
     Location at = loc(attn);
     auto layerAttr = b.getI64IntegerAttr(l);
     cache =
         b.create<KVWriteOp>(at, cacheType, k, v, cache, layerAttr, positions,
                             /*rope_theta=*/FloatAttr(),
-                            /*rope_layout=*/RopeLayoutAttr());
+                            /*rope_layout=*/RopeLayoutAttr(),
+                            /*rope_linear=*/FloatAttr());
     auto kvType = RankedTensorType::get({ShapedType::kDynamic, kvWidth}, et);
     auto read =
         b.create<KVReadOp>(at, kvType, kvType, cache, layerAttr, positions);
@@ -209,6 +224,22 @@ absl::Status checkQuantizable(const LlamaConfig &c, const QuantFormat &f) {
 
 absl::StatusOr<FrontendOptions> optionsFor(const ModelSource &source,
                                            FrontendOptions opts) {
+  const LlamaConfig &c = source.config;
+  if (opts.ropeNtkScale > 0 && !c.ropeScaling.empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rope-ntk-scale: ", source.name, "'s config already scales RoPE (",
+        c.ropeScaling, ", factor ", c.ropeScalingFactor, ")"));
+  // Past max_position_embeddings only as far as RoPE is scaled.
+  const double scale = opts.ropeNtkScale > 0    ? opts.ropeNtkScale
+                       : !c.ropeScaling.empty() ? c.ropeScalingFactor
+                                                : 1.0;
+  if (opts.maxContext > c.maxPositions &&
+      double(opts.maxContext) > scale * double(c.maxPositions))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-context: ", opts.maxContext, " tokens exceed ", source.name,
+        "'s context of ", c.maxPositions, " (max_position_embeddings",
+        scale > 1 ? absl::StrCat(" times its RoPE scaling's ", scale) : "",
+        ")"));
   // Single-file checkpoints (GGUF, llama2.c): their converters write q
   // and k rows in Meta's order, and what they store quantized is used as
   // it is, never quantized again.

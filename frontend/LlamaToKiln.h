@@ -35,6 +35,10 @@ struct FrontendOptions {
   int64_t maxBatch = 1, maxContext = 0;
   /// Bytes for the KV pool (0: what maxBatch sequences of maxContext need).
   int64_t kvMemory = 0;
+  /// --rope-ntk-scale S (0: none): RoPE's base becomes theta *
+  /// S^(Dh / (Dh - 2)), the fixed NTK-aware scaling, for a model whose
+  /// config has no rope_scaling.
+  double ropeNtkScale = 0;
   /// Quantize the seven projections of every layer (--quantize, or a
   /// pre-quantized checkpoint's format: optionsFor): their weights' types
   /// carry #kiln.quant.

@@ -80,7 +80,8 @@ def Kiln_AttentionOp : Kiln_KernelOp<"attention", [Pure],
     the heads side by side in the result, as kiln.qk, kiln.causal_mask,
     kiln.softmax and kiln.pv compute it in four steps. query `[S, H*Dh]`,
     keys and values `[T, kv_heads*Dh]` (key t at position t), result
-    `[S, H*Dh]`. With `rope(...)` the query is rotated as it is loaded.
+    `[S, H*Dh]`. With `rope(...)` the query is rotated as it is loaded
+    (`rope_linear`: the positions divided by it, as kiln.rope's `linear`).
     The numerics are the op's meaning, not a choice: each row's maximum is
     subtracted before the exponentials (an online softmax) and sums are
     kept in f32, as both templates do; IR that asks otherwise (the
@@ -95,7 +96,8 @@ def Kiln_AttentionOp : Kiln_KernelOp<"attention", [Pure],
                        Kiln_Activation:$values, Kiln_Positions:$positions,
                        I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale,
                        OptionalAttr<F64Attr>:$rope_theta,
-                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout);
+                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout,
+                       OptionalAttr<F64Attr>:$rope_linear);
   let results = (outs Kiln_Activation:$result);
   let assemblyFormat = [{
     $query `,` $keys `,` $values `at` $positions `heads` `=` $heads `,` `kv_heads` `=` $kv_heads
@@ -114,7 +116,8 @@ def Kiln_FusedQKVOp : Kiln_KernelOp<"fused_qkv", [Pure, AllTypesMatch<["cache", 
     One kernel for the first half of attention's inputs: `y = prologue(input)
     · weightᵀ` as kiln.fused_linear computes it, with `y = [q | k | v]`
     (k and v each `kv_heads * head_dim` of the cache wide). The epilogue
-    rotates k when `rope(...)` is given, writes k and v into slot
+    rotates k when `rope(...)` is given (`rope_linear` as kiln.kv_write's),
+    writes k and v into slot
     `positions[s]` of layer `layer`, and returns q and the updated cache:
     keys and values never take a round trip through memory before the cache.
 
@@ -126,7 +129,8 @@ def Kiln_FusedQKVOp : Kiln_KernelOp<"fused_qkv", [Pure, AllTypesMatch<["cache", 
                        Kiln_KVCacheType:$cache, I64Attr:$layer, Kiln_Positions:$positions,
                        OptionalAttr<F64Attr>:$norm_epsilon,
                        OptionalAttr<F64Attr>:$rope_theta,
-                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout);
+                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout,
+                       OptionalAttr<F64Attr>:$rope_linear);
   let results = (outs Kiln_Activation:$query, Kiln_KVCacheType:$cache_out);
   let assemblyFormat = [{
     $input `,` $weight (`norm` `(` `eps` `=` $norm_epsilon^ `)`)? `into` $cache `[` $layer `]`

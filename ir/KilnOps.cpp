@@ -104,12 +104,28 @@ LogicalResult verifySafeSoftmax(Operation *op, bool subtractMax,
   return success();
 }
 
-/// RoPE attributes come as a pair; the rotated head dimension must be even.
+/// A linear RoPE scaling factor divides positions: at least 1.
+LogicalResult verifyLinear(Operation *op, std::optional<APFloat> linear) {
+  if (linear && !(linear->convertToDouble() >= 1))
+    return op->emitOpError() << "RoPE's linear scaling factor must be at "
+                                "least 1, not "
+                             << linear->convertToDouble();
+  return success();
+}
+
+/// RoPE attributes come as a pair (and a linear factor only with them);
+/// the rotated head dimension must be even.
 LogicalResult verifyRopeAttrs(Operation *op, std::optional<APFloat> theta,
-                              bool hasLayout, int64_t headDim) {
+                              bool hasLayout, int64_t headDim,
+                              std::optional<APFloat> linear) {
   if (theta.has_value() != hasLayout)
     return op->emitOpError() << "needs both rope theta and rope layout, or "
                                 "neither";
+  if (linear && !theta)
+    return op->emitOpError() << "has a rope linear factor without rope "
+                                "theta and layout";
+  if (failed(verifyLinear(op, linear)))
+    return failure();
   if (!theta)
     return success();
   if (theta->convertToDouble() <= 0)
@@ -212,6 +228,8 @@ LogicalResult RopeOp::verify() {
                          << " is odd: RoPE rotates pairs of dimensions";
   if (getTheta().convertToDouble() <= 0)
     return emitOpError() << "theta must be positive";
+  if (failed(verifyLinear(*this, getLinear())))
+    return failure();
   if (!compatible(tensorType(getInput()).getDimSize(0),
                   tensorType(getPositions()).getDimSize(0)))
     return emitOpError() << "positions differ in count from the input rows";
@@ -280,7 +298,7 @@ LogicalResult KVWriteOp::verify() {
       failed(verifySlot(*this, getValues(), "values", cache)))
     return failure();
   if (failed(verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
-                             cache.getHeadDim())))
+                             cache.getHeadDim(), getRopeLinear())))
     return failure();
   int64_t s = tensorType(getPositions()).getDimSize(0);
   if (!compatible(tensorType(getKeys()).getDimSize(0), s) ||
@@ -407,7 +425,7 @@ LogicalResult AttentionOp::verify() {
   if (getScale().convertToDouble() <= 0)
     return emitOpError() << "scale must be positive";
   if (failed(verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
-                             qWidth / getHeads())))
+                             qWidth / getHeads(), getRopeLinear())))
     return failure();
   // Its numerics are fixed (safe softmax, f32 sums): a softmax's options
   // carried onto it would otherwise be ignored in silence.
@@ -447,7 +465,7 @@ LogicalResult FusedQKVOp::verify() {
   if (auto eps = getNormEpsilon(); eps && eps->convertToDouble() <= 0)
     return emitOpError() << "norm epsilon must be positive";
   return verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
-                         cache.getHeadDim());
+                         cache.getHeadDim(), getRopeLinear());
 }
 
 std::optional<int64_t> FusedQKVOp::getCacheLayer() { return getLayer(); }

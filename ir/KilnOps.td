@@ -162,14 +162,17 @@ def Kiln_RopeOp : Kiln_KernelOp<"rope", [Pure, AllTypesMatch<["input", "result"]
     Rotates each pair of dimensions of each of the `heads` heads of
     `input [S, heads*Dh]` by `positions[s] * theta^(-2i/Dh)`. `layout` says
     which dimensions pair: `rotate_half` pairs `(i, i + Dh/2)` as in Hugging
-    Face checkpoints, `interleaved` pairs `(2i, 2i + 1)` as in Meta's.
+    Face checkpoints, `interleaved` pairs `(2i, 2i + 1)` as in Meta's. With
+    `linear` (Hugging Face's linear RoPE scaling, at least 1) the positions
+    are divided by it: `positions[s] / linear * theta^(-2i/Dh)`.
 
     ```mlir
     %qr = kiln.rope %q at %pos heads = 32, theta = 1.000000e+04, layout = rotate_half : tensor<?x4096xf16>, tensor<?xi32>
     ```
   }];
   let arguments = (ins Kiln_Activation:$input, Kiln_Positions:$positions,
-                       I64Attr:$heads, F64Attr:$theta, Kiln_RopeLayoutAttr:$layout);
+                       I64Attr:$heads, F64Attr:$theta, Kiln_RopeLayoutAttr:$layout,
+                       OptionalAttr<F64Attr>:$linear);
   let results = (outs Kiln_Activation:$result);
   let assemblyFormat = [{
     $input `at` $positions `heads` `=` $heads `,` `theta` `=` $theta `,` `layout` `=` `` $layout
@@ -275,7 +278,8 @@ def Kiln_KVWriteOp : Kiln_KernelOp<"kv_write", [Pure, AllTypesMatch<["cache", "r
     stored in slot `positions[s]` of layer `layer`. With `rope(...)` the keys
     are rotated (kv_heads heads, the cache's head_dim) as they are written,
     so each key is rotated once, when it enters the cache
-    (`kiln-fuse-rope-qk` moves a kiln.rope here).
+    (`kiln-fuse-rope-qk` moves a kiln.rope here); `rope_linear` is the
+    rope's `linear`.
 
     ```mlir
     %c1 = kiln.kv_write %k, %v into %c0[0] at %pos rope(theta = 1.000000e+04, layout = rotate_half) : tensor<?x1024xf16>, tensor<?x1024xf16>, tensor<?xi32>, !kiln.kv_cache<layers = 32, capacity = 4096, kv_heads = 8, head_dim = 128, element_type = f16>
@@ -284,7 +288,8 @@ def Kiln_KVWriteOp : Kiln_KernelOp<"kv_write", [Pure, AllTypesMatch<["cache", "r
   let arguments = (ins Kiln_Activation:$keys, Kiln_Activation:$values,
                        Kiln_KVCacheType:$cache, I64Attr:$layer, Kiln_Positions:$positions,
                        OptionalAttr<F64Attr>:$rope_theta,
-                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout);
+                       OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout,
+                       OptionalAttr<F64Attr>:$rope_linear);
   let results = (outs Kiln_KVCacheType:$result);
   let assemblyFormat = [{
     $keys `,` $values `into` $cache `[` $layer `]` `at` $positions

@@ -37,7 +37,8 @@ struct FuseKVWriteIntoQKV : OpRewritePattern<KVWriteOp> {
         qkv.getResult(0).getType(), write.getCache().getType(), qkv.getInput(),
         qkv.getWeight(), write.getCache(), write.getLayerAttr(),
         write.getPositions(), qkv.getNormEpsilonAttr(),
-        write.getRopeThetaAttr(), write.getRopeLayoutAttr());
+        write.getRopeThetaAttr(), write.getRopeLayoutAttr(),
+        write.getRopeLinearAttr());
     rewriter.replaceAllUsesWith(qkv.getResult(0), fused.getQuery());
     rewriter.replaceOp(write, fused.getCacheOut());
     rewriter.eraseOp(qkv);

@@ -33,6 +33,7 @@ LogicalResult absorbRope(ConsumerOp op, OpOperand &operand, int64_t heads,
     operand.assign(rope.getInput());
     op.setRopeThetaAttr(rope.getThetaAttr());
     op.setRopeLayoutAttr(rope.getLayoutAttr());
+    op.setRopeLinearAttr(rope.getLinearAttr());
     op->setLoc(rewriter.getFusedLoc({rope.getLoc(), op.getLoc()}));
   });
   rewriter.eraseOp(rope);

@@ -66,7 +66,7 @@ struct FuseAttention : OpRewritePattern<PVOp> {
         pv.getType(), qk.getQuery(), qk.getKeys(), pv.getValues(),
         mask.getPositions(), qk.getHeadsAttr(), qk.getKvHeadsAttr(),
         qk.getScaleAttr(), /*rope_theta=*/FloatAttr(),
-        /*rope_layout=*/RopeLayoutAttr());
+        /*rope_layout=*/RopeLayoutAttr(), /*rope_linear=*/FloatAttr());
     rewriter.replaceOp(pv, attention.getResult());
     rewriter.eraseOp(softmax);
     rewriter.eraseOp(mask);

@@ -87,18 +87,20 @@ std::vector<float> rmsNorm(const float *x, int64_t s, int64_t d, float eps,
   return out;
 }
 
-/// Rotates each head of x[S, heads*Dh] in place by positions[s] * freq_j.
+/// Rotates each head of x[S, heads*Dh] in place by positions[s] * freq_j
+/// (positions divided by a linear scaling's factor first).
 void rope(std::vector<float> &x, int64_t s, int64_t heads,
           const std::vector<int32_t> &positions, double theta,
-          RopeLayout layout) {
+          RopeLayout layout, std::optional<APFloat> linear) {
+  const double divisor = linear ? linear->convertToDouble() : 1.0;
   int64_t width = int64_t(x.size()) / s, dh = width / heads, half = dh / 2;
   bool interleaved = layout == RopeLayout::interleaved;
   for (int64_t i = 0; i < s; ++i)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t j = 0; j < half; ++j) {
         // Meta: freq_j = theta^(-2j/Dh), angle = position * freq_j.
-        double angle =
-            positions[i] * std::pow(theta, -2.0 * double(j) / double(dh));
+        double angle = positions[i] / divisor *
+                       std::pow(theta, -2.0 * double(j) / double(dh));
         float c = float(std::cos(angle)), sn = float(std::sin(angle));
         int64_t a = i * width + h * dh + (interleaved ? 2 * j : j);
         int64_t b = interleaved ? a + 1 : a + half;
@@ -399,13 +401,14 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
                      const float *v, int64_t vStride, int64_t rows,
                      const std::vector<int32_t> &pos,
                      std::optional<APFloat> theta,
-                     std::optional<RopeLayout> layout) {
+                     std::optional<RopeLayout> layout,
+                     std::optional<APFloat> linear) {
     std::vector<float> keys(rows * slotWidth_); // [S, Hkv*Dh]
     for (int64_t i = 0; i < rows; ++i)
       std::copy_n(k + i * kStride, slotWidth_, keys.begin() + i * slotWidth_);
     if (theta)
       rope(keys, rows, slotWidth_ / headDim_, pos, theta->convertToDouble(),
-           *layout);
+           *layout, linear);
     for (int64_t i = 0; i < rows; ++i) {
       float *key = keys_[layer].data() + pos[i] * slotWidth_;
       float *value = values_[layer].data() + pos[i] * slotWidth_;
@@ -504,14 +507,15 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
             .Case([&](RopeOp op) {
               std::vector<float> out(in(0).data->begin(), in(0).data->end());
               rope(out, s, op.getHeads(), in(1).ints,
-                   op.getTheta().convertToDouble(), op.getLayout());
+                   op.getTheta().convertToDouble(), op.getLayout(),
+                   op.getLinear());
               set(0, floats(in(0).shape, std::move(out)));
               return absl::OkStatus();
             })
             .Case([&](KVWriteOp write) {
               writeKV(write.getLayer(), in(0).f(), slotWidth_, in(1).f(),
                       slotWidth_, s, in(3).ints, write.getRopeTheta(),
-                      write.getRopeLayout());
+                      write.getRopeLayout(), write.getRopeLinear());
               set(0, Tensor{});
               return absl::OkStatus();
             })
@@ -522,7 +526,8 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
                   prologueMatmul(in(0), in(1), qkv.getNormEpsilon(), op);
               writeKV(qkv.getLayer(), y.data() + qWidth, n,
                       y.data() + qWidth + slotWidth_, n, s, in(3).ints,
-                      qkv.getRopeTheta(), qkv.getRopeLayout());
+                      qkv.getRopeTheta(), qkv.getRopeLayout(),
+                      qkv.getRopeLinear());
               std::vector<float> q(s * qWidth); // [S, H*Dh]
               for (int64_t i = 0; i < s; ++i)
                 std::copy_n(y.begin() + i * n, qWidth, q.begin() + i * qWidth);
@@ -583,7 +588,7 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               std::vector<float> q(in(0).data->begin(), in(0).data->end());
               if (auto theta = op.getRopeTheta())
                 rope(q, s, a.heads, pos, theta->convertToDouble(),
-                     *op.getRopeLayout());
+                     *op.getRopeLayout(), op.getRopeLinear());
               std::vector<float> p = qk(q.data(), k.f(), a,
                                         float(op.getScale().convertToDouble()));
               causalMask(p, a, pos);

@@ -40,16 +40,20 @@ const std::map<Region, std::string> &regionNames() {
 }
 
 Json configJson(const LlamaConfig &c) {
-  return {{"hidden_size", c.hiddenSize},
-          {"intermediate_size", c.intermediateSize},
-          {"num_hidden_layers", c.numLayers},
-          {"num_attention_heads", c.numHeads},
-          {"num_key_value_heads", c.numKVHeads},
-          {"vocab_size", c.vocabSize},
-          {"max_position_embeddings", c.maxPositions},
-          {"rms_norm_eps", c.rmsNormEps},
-          {"rope_theta", c.ropeTheta},
-          {"tie_word_embeddings", c.tieWordEmbeddings}};
+  Json j = {{"hidden_size", c.hiddenSize},
+            {"intermediate_size", c.intermediateSize},
+            {"num_hidden_layers", c.numLayers},
+            {"num_attention_heads", c.numHeads},
+            {"num_key_value_heads", c.numKVHeads},
+            {"vocab_size", c.vocabSize},
+            {"max_position_embeddings", c.maxPositions},
+            {"rms_norm_eps", c.rmsNormEps},
+            {"rope_theta", c.ropeTheta},
+            {"tie_word_embeddings", c.tieWordEmbeddings}};
+  if (!c.ropeScaling.empty())
+    j["rope_scaling"] = {{"rope_type", c.ropeScaling},
+                         {"factor", c.ropeScalingFactor}};
+  return j;
 }
 
 Json launchJson(const Launch &l) {

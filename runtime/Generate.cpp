@@ -29,8 +29,8 @@ absl::Status checkPrompt(const std::vector<int32_t> &prompt,
   if (int64_t(prompt.size()) + maxNewTokens > maxPositions)
     return absl::InvalidArgumentError(absl::StrCat(
         "--prompt-ids: the prompt (", prompt.size(), " tokens) plus ",
-        maxNewTokens, " new tokens exceeds max_position_embeddings (",
-        maxPositions, ")"));
+        maxNewTokens, " new tokens exceeds the context of ", maxPositions,
+        " tokens"));
   return absl::OkStatus();
 }
 

@@ -37,8 +37,33 @@ absl::StatusOr<LlamaConfig> parseLlamaConfig(std::string_view text,
   if (std::string act = r.string("hidden_act"); !act.empty() && act != "silu")
     r.fail(absl::StrCat("hidden_act is '", act,
                         "', Llama 2 uses 'silu' (SwiGLU)"));
-  if (auto it = json.find("rope_scaling"); it != json.end() && !it->is_null())
-    r.fail("rope_scaling is set; kiln supports Llama 2's unscaled RoPE only");
+  if (auto it = json.find("rope_scaling"); it != json.end() && !it->is_null()) {
+    // transformers' spellings: rope_type, or the older type; "default" is
+    // none.
+    if (!it->is_object()) {
+      r.fail(absl::StrCat("rope_scaling must be an object, not ", it->dump()));
+    } else {
+      JsonFields scaling{*it, path};
+      std::string type = scaling.string("rope_type");
+      if (type.empty())
+        type = scaling.string("type");
+      if (type == "linear") {
+        c.ropeScaling = type;
+        c.ropeScalingFactor = scaling.positiveReal("factor");
+        if (scaling.status.ok() && !(c.ropeScalingFactor >= 1))
+          scaling.fail(absl::StrCat("rope_scaling.factor is ",
+                                    c.ropeScalingFactor,
+                                    "; a scaling factor is at least 1"));
+      } else if (!type.empty() && type != "default") {
+        scaling.fail(absl::StrCat("rope_scaling type '", type,
+                                  "' is not supported; kiln applies linear"));
+      } else if (type.empty()) {
+        scaling.fail("rope_scaling has neither rope_type nor type");
+      }
+      if (!scaling.status.ok() && r.status.ok())
+        r.status = scaling.status;
+    }
+  }
   c.hiddenSize = r.positive("hidden_size");
   c.intermediateSize = r.positive("intermediate_size");
   c.numLayers = r.positive("num_hidden_layers");

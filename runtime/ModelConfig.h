@@ -21,6 +21,10 @@ struct LlamaConfig {
   int64_t maxPositions = 0;     // max_position_embeddings
   double rmsNormEps = 0;        // rms_norm_eps
   double ropeTheta = 10000.0;   // rope_theta
+  /// rope_scaling's type ("linear": positions divided by the factor, as
+  /// transformers' linear scaling; "" without one) and factor (>= 1).
+  std::string ropeScaling;
+  double ropeScalingFactor = 1.0;
   bool tieWordEmbeddings = false;
   std::string torchDtype; // torch_dtype, informative only
 

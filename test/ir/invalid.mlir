@@ -17,6 +17,14 @@ func.func @odd_head_dim(%x: tensor<?x60xf16>, %pos: tensor<?xi32>) {
 
 // -----
 
+func.func @rope_linear_below_one(%x: tensor<?x64xf16>, %pos: tensor<?xi32>) {
+  // expected-error @+1 {{'kiln.rope' op RoPE's linear scaling factor must be at least 1, not 5.000000e-01}}
+  %r = kiln.rope %x at %pos heads = 4, theta = 10000.0, layout = rotate_half {linear = 0.5} : tensor<?x64xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
 func.func @rope_positions_count(%x: tensor<3x64xf16>, %pos: tensor<2xi32>) {
   // expected-error @+1 {{'kiln.rope' op positions differ in count from the input rows}}
   %r = kiln.rope %x at %pos heads = 4, theta = 10000.0, layout = interleaved : tensor<3x64xf16>, tensor<2xi32>

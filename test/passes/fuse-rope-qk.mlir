@@ -31,6 +31,23 @@ func.func @interleaved(%q: tensor<?x64xf16>, %k: tensor<?x64xf16>, %pos: tensor<
 
 // -----
 
+!cache = !kiln.kv_cache<layers = 1, capacity = 128, kv_heads = 2, head_dim = 16, element_type = f16>
+
+// A linear scaling's factor travels with the rotation, to both.
+// CHECK-LABEL: func.func @linear_scaling
+// CHECK: kiln.kv_write {{.*}} rope(theta = 1.000000e+04, layout = rotate_half) {rope_linear = 4.000000e+00 : f64}
+// CHECK: kiln.attention {{.*}} rope(theta = 1.000000e+04, layout = rotate_half) {rope_linear = 4.000000e+00 : f64}
+func.func @linear_scaling(%q: tensor<?x64xf16>, %k: tensor<?x32xf16>, %v: tensor<?x32xf16>, %pos: tensor<?xi32>, %c0: !cache) -> (tensor<?x64xf16>, !cache) {
+  %qr = kiln.rope %q at %pos heads = 4, theta = 10000.0, layout = rotate_half {linear = 4.0} : tensor<?x64xf16>, tensor<?xi32>
+  %kr = kiln.rope %k at %pos heads = 2, theta = 10000.0, layout = rotate_half {linear = 4.0} : tensor<?x32xf16>, tensor<?xi32>
+  %c1 = kiln.kv_write %kr, %v into %c0[0] at %pos : tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32>, !cache
+  %keys, %values = kiln.kv_read %c1[0] upto %pos : !cache, tensor<?xi32> -> tensor<?x32xf16>, tensor<?x32xf16>
+  %a = kiln.attention %qr, %keys, %values at %pos heads = 4, kv_heads = 2, scale = 0.25 : tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32> -> tensor<?x64xf16>
+  return %a, %c1 : tensor<?x64xf16>, !cache
+}
+
+// -----
+
 // Not fused: the rotated query is also returned, so it must exist.
 // CHECK-LABEL: func.func @rotated_used_twice
 // CHECK: kiln.rope

@@ -63,7 +63,7 @@ TEST(Generate, PromptChecks) {
   EXPECT_FALSE(checkPrompt({1, 10}, 2, 10, 8).ok());
   EXPECT_FALSE(checkPrompt({-1}, 2, 10, 8).ok());
   absl::Status tooLong = checkPrompt({1, 2}, 3, 10, 4);
-  EXPECT_NE(tooLong.message().find("exceeds max_position_embeddings (4)"),
+  EXPECT_NE(tooLong.message().find("exceeds the context of 4 tokens"),
             absl::string_view::npos)
       << tooLong;
 }

@@ -86,9 +86,39 @@ TEST(ModelConfig, RejectsContradictions) {
   EXPECT_EQ(error(with("hidden_act", "\"gelu\"")),
             "m/config.json: hidden_act is 'gelu', Llama 2 uses 'silu' "
             "(SwiGLU)");
+}
+
+// rope_scaling as transformers spells it: rope_type or the older type.
+TEST(ModelConfig, RopeScaling) {
+  for (const char *key : {"rope_type", "type"}) {
+    auto c = parseLlamaConfig(
+        with("rope_scaling",
+             std::string("{\"") + key + "\": \"linear\", \"factor\": 4.0}"),
+        "config.json");
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->ropeScaling, "linear");
+    EXPECT_EQ(c->ropeScalingFactor, 4.0);
+  }
+  auto none = parseLlamaConfig(
+      with("rope_scaling", "{\"rope_type\": \"default\"}"), "config.json");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->ropeScaling, "");
+  EXPECT_EQ(parseLlamaConfig(with("rope_scaling", "null"), "c")->ropeScaling,
+            "");
+  EXPECT_EQ(error(with("rope_scaling",
+                       "{\"rope_type\": \"linear\", \"factor\": 0.5}")),
+            "m/config.json: rope_scaling.factor is 0.5; a scaling factor is at "
+            "least 1");
   EXPECT_EQ(error(with("rope_scaling", "{\"type\": \"linear\"}")),
-            "m/config.json: rope_scaling is set; kiln supports Llama 2's "
-            "unscaled RoPE only");
+            "m/config.json: missing field 'factor'");
+  EXPECT_EQ(
+      error(with("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}")),
+      "m/config.json: rope_scaling type 'yarn' is not supported; kiln "
+      "applies linear");
+  EXPECT_EQ(error(with("rope_scaling", "{\"factor\": 4.0}")),
+            "m/config.json: rope_scaling has neither rope_type nor type");
+  EXPECT_EQ(error(with("rope_scaling", "4")),
+            "m/config.json: rope_scaling must be an object, not 4");
 }
 
 TEST(ModelConfig, MissingFile) {

@@ -278,7 +278,8 @@ int main(int argc, char **argv) {
   const LlamaConfig &c = bundle->config;
   for (const std::vector<int32_t> &prompt : *prompts)
     if (absl::Status s =
-            checkPrompt(prompt, *maxNew, c.vocabSize, c.maxPositions);
+            checkPrompt(prompt, *maxNew, c.vocabSize,
+                        std::max(c.maxPositions, bundle->program.maxPositions));
         !s.ok())
       return fail(s);
   std::unique_ptr<WeightSet> weights;
@@ -307,8 +308,9 @@ int main(int argc, char **argv) {
   for (int64_t i = 0; i < repeat; ++i) {
     if (i == repeat - 1 && flags["profile"] == "true")
       (*dev)->timeLaunches(&profile.prefill, &profile.decode);
-    run = runRequests(**dev, c.vocabSize, c.maxPositions, requests,
-                      {maxBatch, keepLogits});
+    run = runRequests(**dev, c.vocabSize,
+                      std::max(c.maxPositions, bundle->program.maxPositions),
+                      requests, {maxBatch, keepLogits});
     if (!run.ok())
       return fail(run.status());
   }

@@ -3,9 +3,11 @@
 #include "tools/kiln/Commands.h"
 #include "tune/Tuner.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include <cmath>
 #include <filesystem>
 
 namespace cl = llvm::cl;
@@ -81,6 +83,15 @@ cl::opt<int64_t> prefillTokensFlag(
              "capped at the context); longer prompts run in chunks of it"),
     cl::init(2048), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(tuneCommand()));
+
+// A string, so that a bad value gets kiln's one-line error.
+cl::opt<std::string> ropeNtkScaleFlag(
+    "rope-ntk-scale",
+    cl::desc("Fixed NTK-aware RoPE scaling for a model whose config has no "
+             "rope_scaling: the base becomes rope_theta * S^(d / (d - 2)) "
+             "(S >= 1; d the head dimension)"),
+    cl::value_desc("S"), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 cl::opt<int64_t> maxBatchFlag(
     "max-batch",
@@ -164,6 +175,15 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
   opts.ropeLayout = ropeLayoutFlag;
   opts.decomposeSoftmax = decomposeSoftmaxFlag;
   opts.prefillTokens = prefillTokensFlag;
+  if (!ropeNtkScaleFlag.empty()) {
+    double s = 0;
+    if (!absl::SimpleAtod(std::string(ropeNtkScaleFlag), &s) || !(s >= 1) ||
+        !std::isfinite(s))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rope-ntk-scale: '", std::string(ropeNtkScaleFlag),
+                       "' is not a scale of at least 1"));
+    opts.ropeNtkScale = s;
+  }
   if (maxBatchFlag <= 0 || maxBatchFlag > 1024)
     return absl::InvalidArgumentError(
         absl::StrCat("--max-batch: ", int64_t(maxBatchFlag),

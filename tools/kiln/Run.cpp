@@ -203,10 +203,14 @@ int runRun() {
   // The prompt checks (runtime/) name --prompt-ids; a text prompt's faults
   // name --prompt, the flag the user gave.
   const std::string promptFlag = promptTexts.empty() ? "prompt-ids" : "prompt";
+  // The context the prompts are held to: max_position_embeddings, or past
+  // it the compiled one (--max-context, where RoPE is scaled); a shorter
+  // compiled context is the scheduler's to check.
+  int64_t context = 0;
   auto checkPrompts = [&](const LlamaConfig &c) -> absl::Status {
     for (const std::vector<int32_t> &prompt : *prompts)
       if (absl::Status s =
-              checkPrompt(prompt, maxNewTokens, c.vocabSize, c.maxPositions);
+              checkPrompt(prompt, maxNewTokens, c.vocabSize, context);
           !s.ok())
         return namePromptFlag(s, promptFlag);
     return absl::OkStatus();
@@ -306,6 +310,7 @@ int runRun() {
           !s.ok())
         return fail(s, 2);
     c = bundle->config;
+    context = std::max(c.maxPositions, bundle->program.maxPositions);
     name = bundle->model;
     lora = bundle->lora;
     if (absl::Status s = tokenize(weightsFolder, c.vocabSize); !s.ok())
@@ -333,6 +338,7 @@ int runRun() {
       return fail(compiledOr.status());
     auto *compiled = &compiledModel.emplace(std::move(*compiledOr));
     c = compiled->source.config;
+    context = std::max(c.maxPositions, opts->maxContext);
     name = compiled->source.name;
     std::string folder =
         weightsFolder.empty() ? compiled->source.folder : weightsFolder;
@@ -423,8 +429,8 @@ int runRun() {
                   2);
     plans->timeLaunches(&profile.prefill, &profile.decode);
   }
-  auto run = runRequests(**dev, c.vocabSize, c.maxPositions,
-                         std::move(requests), options);
+  auto run =
+      runRequests(**dev, c.vocabSize, context, std::move(requests), options);
   if (tokenizer) {
     for (size_t i = 0; i < n; ++i) {
       streams[i]->finish();
