@@ -127,6 +127,12 @@ int runInspect() {
                       "({3} kv), ffn {4}, vocab {5}, context {6}\n",
                       c.numLayers, c.hiddenSize, c.numHeads, c.numKVHeads,
                       c.intermediateSize, c.vocabSize, c.maxPositions);
+  if (!c.ropeScaling.empty())
+    os << "  rope      " << c.ropeScaling << " scaling, factor "
+       << absl::StrCat(c.ropeScalingFactor) << " (docs/rope-scaling.md)\n";
+  for (const std::string &adapter : bundle->lora)
+    os << "  lora      " << adapter
+       << " (merged into the weights at load: docs/lora.md)\n";
   os << llvm::formatv("  memory    arena {0} bytes, KV pool {1} bytes ({2} "
                       "blocks of {3} tokens, {8}; {4} sequences of up to {5} "
                       "blocks), workspace {6} floats, {7} counters\n",
