@@ -195,10 +195,6 @@ absl::StatusOr<LoraAdapter> LoraAdapter::open(const std::string &spec) {
   return a;
 }
 
-} // namespace kiln
-
-namespace kiln {
-
 absl::Status mergeLora(WeightSet &weights,
                        const std::vector<LoraAdapter> &adapters,
                        int64_t headDim) {
@@ -212,22 +208,18 @@ absl::Status mergeLora(WeightSet &weights,
   for (const auto &[name, uses] : byWeight) {
     const LoraAdapter &first = *uses.front().first;
     const TensorView *w = weights.find(name);
-    if (!w && weights.prequantized(name))
-      return fault(first.folder,
-                   absl::StrCat("adapts '", name, "', which ", weights.origin(),
-                                " stores pre-quantized: LoRA merges into float "
-                                "weights (merge it into the float checkpoint, "
-                                "then quantize)"));
+    if (weights.prequantized(name)) // GPTQ/AWQ modules, GGUF blocks
+      return fault(
+          first.folder,
+          absl::StrCat("adapts '", name, "', which ", weights.origin(),
+                       " stores",
+                       w ? absl::StrCat(" as ", dtypeName(w->dtype)) : "",
+                       ", pre-quantized: LoRA merges into float "
+                       "weights (merge it into the float checkpoint, "
+                       "then quantize)"));
     if (!w)
       return fault(first.folder, absl::StrCat("adapts '", name, "', which ",
                                               weights.origin(), " lacks"));
-    if (weights.prequantized(name))
-      return fault(first.folder,
-                   absl::StrCat("adapts '", name, "', which ", weights.origin(),
-                                " stores as ", dtypeName(w->dtype),
-                                ", pre-quantized: LoRA merges into float "
-                                "weights (merge it into the float checkpoint, "
-                                "then quantize)"));
     const int64_t out = w->shape.size() == 2 ? w->shape[0] : -1,
                   in = w->shape.size() == 2 ? w->shape[1] : -1;
     std::vector<float> merged(w->numElements()); // [out, in]
