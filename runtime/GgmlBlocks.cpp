@@ -61,132 +61,9 @@ float half(const uint8_t *p) {
   return halfToFloat(h);
 }
 
-// Q4_0: d f16, qs[16]: value j is low nibble of qs[j], j + 16 the high.
-void q4_0(const uint8_t *b, float *y) {
-  const float d = half(b);
-  const uint8_t *qs = b + 2;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = float((qs[j] & 0x0f) - 8) * d;
-    y[j + 16] = float((qs[j] >> 4) - 8) * d;
-  }
-}
-
-// Q4_1: d f16, m f16, qs[16]: value = q * d + m.
-void q4_1(const uint8_t *b, float *y) {
-  const float d = half(b), m = half(b + 2);
-  const uint8_t *qs = b + 4;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = float(qs[j] & 0x0f) * d + m;
-    y[j + 16] = float(qs[j] >> 4) * d + m;
-  }
-}
-
-// Q5_0: d f16, qh u32 (bit j: value j's fifth bit), qs[16].
-void q5_0(const uint8_t *b, float *y) {
-  const float d = half(b);
-  uint32_t qh;
-  std::memcpy(&qh, b + 2, 4);
-  const uint8_t *qs = b + 6;
-  for (int j = 0; j < 16; ++j) {
-    int lo = (qs[j] & 0x0f) | int(((qh >> j) << 4) & 0x10);
-    int hi = (qs[j] >> 4) | int((qh >> (j + 12)) & 0x10);
-    y[j] = float(lo - 16) * d;
-    y[j + 16] = float(hi - 16) * d;
-  }
-}
-
-// Q5_1: d f16, m f16, qh u32, qs[16]: value = q * d + m.
-void q5_1(const uint8_t *b, float *y) {
-  const float d = half(b), m = half(b + 2);
-  uint32_t qh;
-  std::memcpy(&qh, b + 4, 4);
-  const uint8_t *qs = b + 8;
-  for (int j = 0; j < 16; ++j) {
-    int lo = (qs[j] & 0x0f) | int(((qh >> j) << 4) & 0x10);
-    int hi = (qs[j] >> 4) | int((qh >> (j + 12)) & 0x10);
-    y[j] = float(lo) * d + m;
-    y[j + 16] = float(hi) * d + m;
-  }
-}
-
-// Q8_0: d f16, qs[32] int8.
-void q8_0(const uint8_t *b, float *y) {
-  const float d = half(b);
-  for (int j = 0; j < 32; ++j)
-    y[j] = float(int8_t(b[2 + j])) * d;
-}
-
-// Q4_K: d f16, dmin f16, scales[12], qs[128]: 8 sub-blocks of 32,
-// value = d * scale * q - dmin * min.
-void q4_K(const uint8_t *b, float *y) {
-  const float d = half(b), min = half(b + 2);
-  const uint8_t *scales = b + 4, *q = b + 16;
-  int is = 0;
-  for (int j = 0; j < 256; j += 64) {
-    uint8_t sc, m;
-    ggmlScaleMinK4(is + 0, scales, sc, m);
-    const float d1 = d * sc, m1 = min * m;
-    ggmlScaleMinK4(is + 1, scales, sc, m);
-    const float d2 = d * sc, m2 = min * m;
-    for (int l = 0; l < 32; ++l)
-      *y++ = d1 * float(q[l] & 0x0f) - m1;
-    for (int l = 0; l < 32; ++l)
-      *y++ = d2 * float(q[l] >> 4) - m2;
-    q += 32;
-    is += 2;
-  }
-}
-
-// Q5_K: d, dmin f16, scales[12], qh[32], qs[128]: Q4_K with a fifth bit.
-void q5_K(const uint8_t *b, float *y) {
-  const float d = half(b), min = half(b + 2);
-  const uint8_t *scales = b + 4, *qh = b + 16, *ql = b + 48;
-  int is = 0;
-  uint8_t u1 = 1, u2 = 2;
-  for (int j = 0; j < 256; j += 64) {
-    uint8_t sc, m;
-    ggmlScaleMinK4(is + 0, scales, sc, m);
-    const float d1 = d * sc, m1 = min * m;
-    ggmlScaleMinK4(is + 1, scales, sc, m);
-    const float d2 = d * sc, m2 = min * m;
-    for (int l = 0; l < 32; ++l)
-      *y++ = d1 * float((ql[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
-    for (int l = 0; l < 32; ++l)
-      *y++ = d2 * float((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-    ql += 32;
-    is += 2;
-    u1 <<= 2;
-    u2 <<= 2;
-  }
-}
-
-// Q6_K: ql[128], qh[64], scales[16] int8, d f16: 16 sub-blocks of 16,
-// value = d * scale * (q - 32).
-void q6_K(const uint8_t *b, float *y) {
-  const uint8_t *ql = b, *qh = b + 128;
-  const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
-  const float d = half(b + 208);
-  for (int n = 0; n < 256; n += 128) {
-    for (int l = 0; l < 32; ++l) {
-      int is = l / 16;
-      int q1 = int((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      int q2 = int((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      int q3 = int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      int q4 = int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l + 0] = d * float(sc[is + 0]) * float(q1);
-      y[l + 32] = d * float(sc[is + 2]) * float(q2);
-      y[l + 64] = d * float(sc[is + 4]) * float(q3);
-      y[l + 96] = d * float(sc[is + 6]) * float(q4);
-    }
-    y += 128;
-    ql += 64;
-    qh += 32;
-    sc += 8;
-  }
-}
-} // namespace
-
-void ggmlScaleMinK4(int j, const uint8_t *q, uint8_t &d, uint8_t &m) {
+// The 6-bit scale (d) and min (m) of sub-block j of a Q4_K/Q5_K block's 12
+// packed bytes q.
+void scaleMinK4(int j, const uint8_t *q, uint8_t &d, uint8_t &m) {
   if (j < 4) {
     d = q[j] & 63;
     m = q[j + 4] & 63;
@@ -194,6 +71,107 @@ void ggmlScaleMinK4(int j, const uint8_t *q, uint8_t &d, uint8_t &m) {
     d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
     m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
+}
+
+// Q4_0, Q5_0, Q4_1, Q5_1: 16 bytes of nibbles (value j the low nibble of
+// qs[j], j + 16 the high), Q5's fifth bit j in the u32 at qh.
+void nibbles(const uint8_t *qs, const uint8_t *qh, uint8_t *codes) {
+  uint32_t bits = 0;
+  if (qh)
+    std::memcpy(&bits, qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    codes[j] = uint8_t((qs[j] & 0x0f) | (((bits >> j) << 4) & 0x10));
+    codes[j + 16] = uint8_t((qs[j] >> 4) | ((bits >> (j + 12)) & 0x10));
+  }
+}
+} // namespace
+
+int ggmlGroupSize(GgmlType t) { return t == GgmlType::Q6_K ? 16 : 32; }
+
+int ggmlZeroCode(GgmlType t) {
+  switch (t) {
+  case GgmlType::Q4_0:
+    return 8;
+  case GgmlType::Q5_0:
+    return 16;
+  case GgmlType::Q8_0:
+    return 128;
+  case GgmlType::Q6_K:
+    return 32;
+  default:
+    return -1;
+  }
+}
+
+void ggmlBlockGroups(GgmlType t, const uint8_t *b, uint8_t *codes,
+                     float *scales, float *mins) {
+  switch (t) {
+  case GgmlType::Q4_0: // d f16, qs[16]
+    nibbles(b + 2, nullptr, codes);
+    scales[0] = half(b);
+    break;
+  case GgmlType::Q5_0: // d f16, qh u32, qs[16]
+    nibbles(b + 6, b + 2, codes);
+    scales[0] = half(b);
+    break;
+  case GgmlType::Q4_1: // d f16, m f16, qs[16]: q d + m
+    nibbles(b + 4, nullptr, codes);
+    scales[0] = half(b);
+    mins[0] = -half(b + 2);
+    return;
+  case GgmlType::Q5_1: // d f16, m f16, qh u32, qs[16]
+    nibbles(b + 8, b + 4, codes);
+    scales[0] = half(b);
+    mins[0] = -half(b + 2);
+    return;
+  case GgmlType::Q8_0: // d f16, qs[32] int8
+    for (int j = 0; j < 32; ++j)
+      codes[j] = uint8_t(int(int8_t(b[2 + j])) + 128);
+    scales[0] = half(b);
+    break;
+  case GgmlType::Q4_K: // d, dmin f16, scales[12], (qh[32],) qs[128]:
+  case GgmlType::Q5_K: // 8 groups, d sc q - dmin m
+  {
+    const bool five = t == GgmlType::Q5_K;
+    const float d = half(b), dmin = half(b + 2);
+    const uint8_t *packed = b + 4, *qh = b + 16, *q = b + (five ? 48 : 16);
+    for (int chunk = 0; chunk < 4; ++chunk, q += 32)
+      for (int h = 0; h < 2; ++h) {
+        const int group = 2 * chunk + h;
+        uint8_t sc, m;
+        scaleMinK4(group, packed, sc, m);
+        scales[group] = d * float(sc);
+        mins[group] = dmin * float(m);
+        for (int l = 0; l < 32; ++l)
+          codes[group * 32 + l] =
+              uint8_t((h ? q[l] >> 4 : q[l] & 0x0f) |
+                      (five && (qh[l] >> group & 1) ? 16 : 0));
+      }
+    return;
+  }
+  case GgmlType::Q6_K: { // ql[128], qh[64], scales[16] int8, d f16
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
+    const float d = half(b + 208);
+    for (int n = 0; n < 2; ++n, ql += 64, qh += 32)
+      for (int l = 0; l < 32; ++l) {
+        uint8_t *c = codes + 128 * n + l; // values l, l + 32, l + 64, l + 96
+        c[0] = uint8_t((ql[l] & 0x0f) | ((qh[l] & 3) << 4));
+        c[32] = uint8_t((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
+        c[64] = uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+        c[96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+      }
+    for (int g = 0; g < 16; ++g)
+      scales[g] = d * float(sc[g]);
+    break;
+  }
+  default:
+    return;
+  }
+  // (code - zero) * scale as code * scale - zero * scale: exact.
+  const int zero = ggmlZeroCode(t);
+  for (int g = 0; g < ggmlTypeInfo(t).blockElements / ggmlGroupSize(t); ++g)
+    mins[g] = float(zero) * scales[g];
 }
 
 std::optional<GgmlTypeInfo> ggmlTypeInfo(uint32_t id) {
@@ -204,25 +182,18 @@ std::optional<GgmlTypeInfo> ggmlTypeInfo(uint32_t id) {
 }
 
 namespace {
-/// The types kiln reads: their DType, and their block's dequantizer (none
-/// for the plain float types).
+/// The types kiln reads and their DType.
 struct Readable {
   GgmlType type;
   DType dtype;
-  void (*block)(const uint8_t *, float *);
 };
 constexpr Readable kReadable[] = {
-    {GgmlType::F32, DType::F32, nullptr},
-    {GgmlType::F16, DType::F16, nullptr},
-    {GgmlType::BF16, DType::BF16, nullptr},
-    {GgmlType::Q8_0, DType::Q8_0, q8_0},
-    {GgmlType::Q4_0, DType::Q4_0, q4_0},
-    {GgmlType::Q4_1, DType::Q4_1, q4_1},
-    {GgmlType::Q5_0, DType::Q5_0, q5_0},
-    {GgmlType::Q5_1, DType::Q5_1, q5_1},
-    {GgmlType::Q4_K, DType::Q4_K, q4_K},
-    {GgmlType::Q5_K, DType::Q5_K, q5_K},
-    {GgmlType::Q6_K, DType::Q6_K, q6_K},
+    {GgmlType::F32, DType::F32},   {GgmlType::F16, DType::F16},
+    {GgmlType::BF16, DType::BF16}, {GgmlType::Q8_0, DType::Q8_0},
+    {GgmlType::Q4_0, DType::Q4_0}, {GgmlType::Q4_1, DType::Q4_1},
+    {GgmlType::Q5_0, DType::Q5_0}, {GgmlType::Q5_1, DType::Q5_1},
+    {GgmlType::Q4_K, DType::Q4_K}, {GgmlType::Q5_K, DType::Q5_K},
+    {GgmlType::Q6_K, DType::Q6_K},
 };
 
 const Readable *readable(GgmlType t) {
@@ -266,13 +237,24 @@ void ggmlDequantize(GgmlType t, const uint8_t *blocks, int64_t elements,
     std::memset(out, 0, size_t(elements) * 4); // callers check dtypeOfGgml
     return;
   }
-  if (!r->block) {
+  if (!isGgmlBlock(r->dtype)) {
     floatsToFloat(r->dtype, blocks, elements, out);
     return;
   }
+  // Each value as llama.cpp's dequantize_row_* computes it: (code - zero)
+  // * scale for the types with a zero code, code * scale - min (Q4_1's
+  // q * d + m the same sum) for the others.
   const GgmlTypeInfo info = ggmlTypeInfo(t);
-  for (int64_t i = 0; i < elements / info.blockElements; ++i)
-    r->block(blocks + i * info.blockBytes, out + i * info.blockElements);
+  const int zero = ggmlZeroCode(t), group = ggmlGroupSize(t);
+  uint8_t codes[256];
+  float scales[16], mins[16]; // a block's groups
+  for (int64_t i = 0; i < elements / info.blockElements; ++i) {
+    ggmlBlockGroups(t, blocks + i * info.blockBytes, codes, scales, mins);
+    float *y = out + i * info.blockElements;
+    for (int64_t j = 0; j < info.blockElements; ++j)
+      y[j] = zero >= 0 ? float(int(codes[j]) - zero) * scales[j / group]
+                       : float(codes[j]) * scales[j / group] - mins[j / group];
+  }
 }
 
 } // namespace kiln

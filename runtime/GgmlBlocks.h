@@ -78,9 +78,18 @@ std::optional<uint64_t> ggmlBytes(GgmlType t, int64_t elements);
 void ggmlDequantize(GgmlType t, const uint8_t *blocks, int64_t elements,
                     float *out);
 
-/// The 6-bit scale (d) and min (m) of sub-block j (0..7) of a Q4_K/Q5_K
-/// block's 12 packed bytes q.
-void ggmlScaleMinK4(int j, const uint8_t *q, uint8_t &d, uint8_t &m);
+/// A quantized block as groups of ggmlGroupSize values (16 for Q6_K, 32
+/// for the others): each value's unsigned code into codes[blockElements]
+/// and each group's scale and min into scales[] and mins[], so that value
+/// = code * scale - min (exactly: Q4_0's (q - 8) d has min 8 d). For the
+/// dequantizable block types (dtypeOfGgml).
+void ggmlBlockGroups(GgmlType t, const uint8_t *block, uint8_t *codes,
+                     float *scales, float *mins);
+/// Values a group of ggmlBlockGroups holds.
+int ggmlGroupSize(GgmlType t);
+/// The code of zero where llama.cpp computes (code - zero) * scale (Q4_0 8,
+/// Q5_0 16, Q8_0 128, Q6_K 32); -1 where it computes code * scale - min.
+int ggmlZeroCode(GgmlType t);
 
 /// The DType of a ggml type kiln reads (F32, F16, BF16 and the
 /// dequantizable block types); nullopt for the others.

@@ -276,93 +276,6 @@ std::optional<QuantFormat> joinExact(const QuantFormat &a,
   return f;
 }
 
-namespace {
-/// One ggml block as codes with an f32 scale and min per group of 16 (Q6_K)
-/// or 32 (the others): value = code * scale - min, equal to ggml's own
-/// dequantized value (GgmlBlocks.cpp) in every bit.
-void affineBlock(GgmlType type, const uint8_t *b, uint8_t *codes, float *scales,
-                 float *mins) {
-  auto half = [](const uint8_t *p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return halfToFloat(h);
-  };
-  // Q4_0, Q5_0, Q4_1, Q5_1: 16 bytes of nibbles, with a fifth bit in qh.
-  auto nibbles = [&](const uint8_t *qs, const uint8_t *qhBytes) {
-    uint32_t qh = 0;
-    if (qhBytes)
-      std::memcpy(&qh, qhBytes, 4);
-    for (int j = 0; j < 16; ++j) {
-      codes[j] = uint8_t((qs[j] & 0x0f) | (((qh >> j) << 4) & 0x10));
-      codes[j + 16] = uint8_t((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
-    }
-  };
-  switch (type) {
-  case GgmlType::Q4_0: // (q - 8) d
-  case GgmlType::Q5_0: // (q - 16) d
-    nibbles(b + (type == GgmlType::Q5_0 ? 6 : 2),
-            type == GgmlType::Q5_0 ? b + 2 : nullptr);
-    scales[0] = half(b);
-    mins[0] = scales[0] * (type == GgmlType::Q5_0 ? 16.0f : 8.0f);
-    return;
-  case GgmlType::Q4_1: // q d + m
-  case GgmlType::Q5_1:
-    nibbles(b + (type == GgmlType::Q5_1 ? 8 : 4),
-            type == GgmlType::Q5_1 ? b + 4 : nullptr);
-    scales[0] = half(b);
-    mins[0] = -half(b + 2);
-    return;
-  case GgmlType::Q8_0: // q d, q signed
-    for (int j = 0; j < 32; ++j)
-      codes[j] = uint8_t(int(int8_t(b[2 + j])) + 128);
-    scales[0] = half(b);
-    mins[0] = scales[0] * 128.0f;
-    return;
-  case GgmlType::Q4_K: // 8 groups: d sc q - dmin m
-  case GgmlType::Q5_K: {
-    const bool five = type == GgmlType::Q5_K;
-    const float d = half(b), dmin = half(b + 2);
-    const uint8_t *packed = b + 4, *qh = b + 16, *q = b + (five ? 48 : 16);
-    for (int chunk = 0; chunk < 4; ++chunk, q += 32)
-      for (int h = 0; h < 2; ++h) {
-        const int group = 2 * chunk + h;
-        uint8_t sc, m;
-        ggmlScaleMinK4(group, packed, sc, m);
-        scales[group] = d * float(sc);
-        mins[group] = dmin * float(m);
-        for (int l = 0; l < 32; ++l) {
-          int code = h ? q[l] >> 4 : q[l] & 0x0f;
-          if (five && (qh[l] >> group & 1))
-            code += 16;
-          codes[group * 32 + l] = uint8_t(code);
-        }
-      }
-    return;
-  }
-  case GgmlType::Q6_K: { // 16 groups: d sc (q - 32)
-    const uint8_t *ql = b, *qh = b + 128;
-    const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
-    const float d = half(b + 208);
-    for (int n = 0; n < 2; ++n, ql += 64, qh += 32)
-      for (int l = 0; l < 32; ++l) {
-        uint8_t *c = codes + 128 * n + l; // values l, l + 32, l + 64, l + 96
-        c[0] = uint8_t((ql[l] & 0x0f) | ((qh[l] & 3) << 4));
-        c[32] = uint8_t((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
-        c[64] = uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-        c[96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-      }
-    for (int g = 0; g < 16; ++g) {
-      scales[g] = d * float(sc[g]);
-      mins[g] = 32.0f * scales[g];
-    }
-    return;
-  }
-  default:
-    return;
-  }
-}
-} // namespace
-
 QuantizedMatrix ggmlToCanonical(GgmlType type, const uint8_t *blocks,
                                 int64_t rows, int64_t cols, QuantFormat as) {
   QuantizedMatrix m;
@@ -374,15 +287,15 @@ QuantizedMatrix ggmlToCanonical(GgmlType type, const uint8_t *blocks,
   const int64_t blockCount = rows * cols / info.blockElements;
   if (as.mins) {
     // Each of the block's groups split into groups of `as`.
-    const int64_t natural = ggmlCanonicalFormat(type)->group;
+    const int64_t natural = ggmlGroupSize(type);
     const int64_t perBlock = info.blockElements / natural;
     const int64_t split = natural / as.group;
     m.wideScales.resize(size_t(rows * (cols / as.group)));
     m.mins.resize(m.wideScales.size());
     float scales[16], mins[16]; // a block's groups
     for (int64_t b = 0; b < blockCount; ++b) {
-      affineBlock(type, blocks + b * info.blockBytes,
-                  m.codes.data() + b * info.blockElements, scales, mins);
+      ggmlBlockGroups(type, blocks + b * info.blockBytes,
+                      m.codes.data() + b * info.blockElements, scales, mins);
       for (int64_t g = 0; g < perBlock * split; ++g) {
         m.wideScales[b * perBlock * split + g] = scales[g / split];
         m.mins[b * perBlock * split + g] = mins[g / split];
@@ -400,7 +313,7 @@ QuantizedMatrix ggmlToCanonical(GgmlType type, const uint8_t *blocks,
   for (int64_t b = 0; b < blockCount; ++b) {
     const uint8_t *block = blocks + b * info.blockBytes;
     uint8_t *codes = m.codes.data() + b * 32;
-    affineBlock(type, block, codes, &scale, &min);
+    ggmlBlockGroups(type, block, codes, &scale, &min);
     std::memcpy(&m.scales[b], block, 2);
     for (int j = 0; j < 32; ++j)
       codes[j] = uint8_t(codes[j] + shift);
