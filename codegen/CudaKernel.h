@@ -3,6 +3,7 @@
 #define KILN_CODEGEN_CUDAKERNEL_H
 
 #include "ir/KernelOpInterface.h"
+#include "ir/KilnDialect.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/Support/Error.h"
@@ -87,7 +88,8 @@ enum class ParamKind {
   Tokens,      // int32 token ids
   Workspace,   // float scratch (split-KV partials)
   Counters,    // uint32 counters, zero between launches
-  Count,       // int32 [1]: how many of the rows are real tokens
+  Count,       // int32 [2]: how many of the rows are real tokens, and a
+               // prefill's sequence length after them (0 in decode)
   Sampling,    // the step's sampling parameters (runtime/Sampling.h)
   History,     // int32 [sequences, V]: how often each sequence has seen
                // each token
@@ -250,11 +252,13 @@ std::string floatLiteral(double v);
 /// RoPE as the kernels compute it (codegen/Rope.cpp): the table
 /// `kiln_rope_turns[Dh/2][2]` (theta^(-2i/Dh) / (2 pi linear) as two
 /// floats, `linear` a linear scaling's factor; one zero entry without
-/// theta), `kiln_rope_sincos(pos, i, &s, &c)`, which reduces the angle
-/// exactly, and `kiln_rope_rotated<DH, INTERLEAVED>(head, d, pos)`, element
-/// d of a head's vector rotated.
+/// theta), `kiln_rope_sincos(pos, len, i, &s, &c)`, which reduces the angle
+/// exactly, and `kiln_rope_rotated<DH, INTERLEAVED>(head, d, pos, len)`,
+/// element d of a head's vector rotated; `len` is the row's sequence length
+/// (`kiln_rope_length(pos, count)`), which only a `dynamic` scaling reads.
 std::string ropePrelude(int64_t headDim, std::optional<double> theta,
-                        std::optional<llvm::APFloat> linear = std::nullopt);
+                        std::optional<llvm::APFloat> linear = std::nullopt,
+                        RopeDynamicAttr dynamic = {});
 
 /// A C identifier from a kernel name: "decode.attn.norm_qkv_rope#2" ->
 /// "kiln_decode_attn_norm_qkv_rope_2".

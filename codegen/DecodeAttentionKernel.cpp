@@ -71,7 +71,7 @@ llvm::Expected<AttentionShape> attentionShape(Operation *op) {
   std::optional<double> theta;
   if (rope)
     theta = att.getRopeTheta()->convertToDouble();
-  os << ropePrelude(s.dh, theta, att.getRopeLinear());
+  os << ropePrelude(s.dh, theta, att.getRopeLinear(), att.getRopeDynamicAttr());
   os << "constexpr int H = " << s.heads << ", KVH = " << s.kvHeads
      << ", DH = " << s.dh << ", GROUP = " << s.heads / s.kvHeads << ";\n"
      << poolConstants(op) << kvCachePrelude(s.cache);
@@ -297,7 +297,8 @@ kiln_load_tile(const kiln_kv_t *__restrict__ k_cache,
 // q [rows, H*DH] f16, k_cache/v_cache: this layer's keys and values in the
 // pool ([slot, KVH*DH] f16, or codes with k_scales/v_scales [slot, KVH]
 // f16), block_table [sequences, TABLE_BLOCKS] i32, seqs
-// [rows] i32, positions [rows] i32, count [1] i32, out [rows, H*DH] f16,
+// [rows] i32, positions [rows] i32, count [2] i32 (rows, a prefill's
+// sequence length), out [rows, H*DH] f16,
 // workspace [rows, KVH, gridDim.y, GROUP, DH + 2] f32 (a split's acc, m,
 // l), counters [rows, KVH, gridDim.y] u32 (the first KVH of a row used;
 // zero between launches).
@@ -359,10 +360,12 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) )cuda"
   }
   kiln_wait_previous_grid();
 
+  const int len = kiln_rope_length(pos, count);
   for (int e = threadIdx.x; e < GROUP * DH; e += 32 * WARPS) {
     const int g = e / DH, d = e % DH;
-    const float x = ROPE ? kiln_rope_rotated<DH, INTERLEAVED>(q + g * DH, d, pos)
-                         : __half2float(q[g * DH + d]);
+    const float x =
+        ROPE ? kiln_rope_rotated<DH, INTERLEAVED>(q + g * DH, d, pos, len)
+             : __half2float(q[g * DH + d]);
     sm_q[g][d] = x * (SCALE * LOG2E);
   }
   __syncthreads();

@@ -307,7 +307,8 @@ __device__ __forceinline__ int kiln_copy_offset(int kvh) {
 // q [S, H*DH] f16, k_cache/v_cache: this layer's keys and values in the pool
 // ([slot, KVH*DH] f16, or codes with k_scales/v_scales [slot, KVH] f16),
 // block_table [sequences, TABLE_BLOCKS] i32, seqs
-// [S] i32 (all the same sequence), positions [S] i32, count [1] i32, out
+// [S] i32 (all the same sequence), positions [S] i32, count [2] i32 (rows,
+// the prefill's sequence length), out
 // [S, H*DH] f16.
 // grid (ceil(S / TOK), KVH * HS), block (THREADS)
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
@@ -367,9 +368,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda"
     if (m < TOK * GPC && token < tok_end && m % GPC < heads && d < DH) {
       const __half *row = q + (long long)token * (H * DH) + head * DH;
       if constexpr (ROPE) {
-        const int pos = positions[token];
-        x0 = kiln_rope_rotated<DH, INTERLEAVED>(row, d, pos);
-        x1 = kiln_rope_rotated<DH, INTERLEAVED>(row, d + 1, pos);
+        const int pos = positions[token], len = kiln_rope_length(pos, count);
+        x0 = kiln_rope_rotated<DH, INTERLEAVED>(row, d, pos, len);
+        x1 = kiln_rope_rotated<DH, INTERLEAVED>(row, d + 1, pos, len);
       } else {
         x0 = __half2float(row[d]);
         x1 = __half2float(row[d + 1]);

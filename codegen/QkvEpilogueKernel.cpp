@@ -61,7 +61,8 @@ emitQkvEpilogue(Operation *op, const CodegenOptions &opts, Phase phase) {
 // this layer's keys and values in the pool, slot-major [slot, KVW] f16 (or
 // codes, with k_scales/v_scales [slot, KV_HEADS] f16); block_table
 // [sequences, TABLE_BLOCKS] i32, seqs [S] i32 (each row's sequence),
-// positions [S] i32, count [1] i32, q [S, QW] f16.
+// positions [S] i32, count [2] i32 (rows, a prefill's sequence length),
+// q [S, QW] f16.
 // grid (S, COL_BLOCKS), block (THREADS): a block per token (and slice of
 // its tasks), a thread per task
 extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
@@ -83,15 +84,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) )cuda" +
     return; // padding: the whole block leaves together
   const float scale = kiln_prologue_scale<K, VEC, NORM>(x + row * K, EPS);
   const float *c_row = c + row * N;
+  const int len = kiln_rope_length(pos, count);
   auto value = [&](int col) { return scale * c_row[col]; };
   const int first = blockIdx.y * THREADS + threadIdx.x;
   for (int task = first; task < (KV_QUANT ? QW : TASKS);
        task += THREADS * COL_BLOCKS)
-    kiln_qkv_task(task, pos, slot * KVW, value, true, q + row * QW, k_cache,
-                  v_cache);
+    kiln_qkv_task(task, pos, len, slot * KVW, value, true, q + row * QW,
+                  k_cache, v_cache);
   if constexpr (KV_QUANT)
     for (int h = first / 32; h < 2 * KV_HEADS; h += THREADS * COL_BLOCKS / 32)
-      kiln_qkv_head(h, pos, slot, value, k_cache, v_cache, )cuda" +
+      kiln_qkv_head(h, pos, len, slot, value, k_cache, v_cache, )cuda" +
              kvScaleArguments(cache) + R"cuda();
 }
 )cuda";

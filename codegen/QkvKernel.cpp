@@ -48,7 +48,8 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   std::optional<double> theta;
   if (rope)
     theta = qkv.getRopeTheta()->convertToDouble();
-  os << ropePrelude(cache.getHeadDim(), theta, qkv.getRopeLinear());
+  os << ropePrelude(cache.getHeadDim(), theta, qkv.getRopeLinear(),
+                    qkv.getRopeDynamicAttr());
   os << "constexpr int K = " << s.k << ", N = " << s.n
      << ", VEC = " << vectorWidth(s.k, opts.maxVectorWidth) << ";\n";
   os << "constexpr int QW = " << qw << ", KVW = " << kvw
@@ -66,10 +67,12 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
 // column or a rotated pair of k, or a column of v (stored in the token's
 // slot of the layer's keys or values; a quantized cache's heads are
 // kiln_qkv_head's, not tasks). value(col) is column col of the matmul;
-// only threads with `store` write.
+// only threads with `store` write. len: the token's sequence length for
+// RoPE (kiln_rope_length).
 template <class Value>
-__device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
-                                              Value value, bool store,
+__device__ __forceinline__ void kiln_qkv_task(int task, int pos, int len,
+                                              long long slot, Value value,
+                                              bool store,
                                               __half *q, kiln_kv_t *k_cache,
                                               kiln_kv_t *v_cache) {
   if (task < QW) {
@@ -88,7 +91,7 @@ __device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
       const float kb = value(QW + b);
       if (store) {
         float s, c;
-        kiln_rope_sincos(pos, t % (DH / 2), &s, &c);
+        kiln_rope_sincos(pos, len, t % (DH / 2), &s, &c);
         k_cache[slot + a] = __float2half(ka * c - kb * s);
         k_cache[slot + b] = __float2half(ka * s + kb * c);
       }
@@ -108,7 +111,8 @@ __device__ __forceinline__ void kiln_qkv_task(int task, int pos, long long slot,
 // [slot, KVW], the scale at k_scales/v_scales [slot, KV_HEADS].
 template <class Value>
 __device__ __forceinline__ void
-kiln_qkv_head(int h, int pos, long long slot, Value value, kiln_kv_t *k_cache,
+kiln_qkv_head(int h, int pos, int len, long long slot, Value value,
+              kiln_kv_t *k_cache,
               kiln_kv_t *v_cache, __half *k_scales, __half *v_scales) {
   const bool key = h < KV_HEADS;
   const int head = key ? h : h - KV_HEADS;
@@ -118,7 +122,7 @@ kiln_qkv_head(int h, int pos, long long slot, Value value, kiln_kv_t *k_cache,
 #pragma unroll
   for (int i = 0; i < (DH + 31) / 32; ++i) {
     const int d = min(int(threadIdx.x & 31) + 32 * i, DH - 1);
-    x[i] = ROPE && key ? kiln_rope_rotate<DH, INTERLEAVED>(element, d, pos)
+    x[i] = ROPE && key ? kiln_rope_rotate<DH, INTERLEAVED>(element, d, pos, len)
                        : element(d);
   }
   kiln_kv_store_head<DH>(x, (key ? k_cache : v_cache) + slot * KVW + head * DH,
@@ -221,7 +225,7 @@ extern "C" __global__ void __launch_bounds__(
   auto value = [&](int col) { return col == col_a ? dot.x : dot.y; };
   const int task = lane == 0 ? task_a : lane == 1 ? task_b : -1;
   if (task >= 0)
-    kiln_qkv_task(task, pos, slot, value, true, q, k_cache, v_cache);
+    kiln_qkv_task(task, pos, pos + 1, slot, value, true, q, k_cache, v_cache);
 }
 )cuda";
   return k;

@@ -126,7 +126,8 @@ private:
     Value v = linear(attn + ".v_proj", x, kvWidth);
     auto layout = RopeLayoutAttr::get(b.getContext(), opts.ropeLayout);
     // --rope-ntk-scale's fixed NTK-aware base; config.json's linear
-    // scaling divides the positions.
+    // scaling divides the positions, its dynamic one grows the base with
+    // the sequence past max_position_embeddings.
     double base = c.ropeTheta;
     if (opts.ropeNtkScale > 0)
       base *= std::pow(opts.ropeNtkScale,
@@ -135,13 +136,17 @@ private:
     FloatAttr positionDivisor;
     if (c.ropeScaling == "linear")
       positionDivisor = b.getF64FloatAttr(c.ropeScalingFactor);
+    RopeDynamicAttr dynamic;
+    if (c.ropeScaling == "dynamic")
+      dynamic = RopeDynamicAttr::get(
+          b.getContext(), APFloat(c.ropeScalingFactor), c.maxPositions);
     Location rope = loc(attn + ".rotary_emb");
     q = b.create<RopeOp>(rope, q.getType(), q, positions,
                          b.getI64IntegerAttr(c.numHeads), theta, layout,
-                         positionDivisor);
+                         positionDivisor, dynamic);
     k = b.create<RopeOp>(rope, k.getType(), k, positions,
                          b.getI64IntegerAttr(c.numKVHeads), theta, layout,
-                         positionDivisor);
+                         positionDivisor, dynamic);
 
     Location at = loc(attn);
     auto layerAttr = b.getI64IntegerAttr(l);
@@ -149,7 +154,8 @@ private:
         b.create<KVWriteOp>(at, cacheType, k, v, cache, layerAttr, positions,
                             /*rope_theta=*/FloatAttr(),
                             /*rope_layout=*/RopeLayoutAttr(),
-                            /*rope_linear=*/FloatAttr());
+                            /*rope_linear=*/FloatAttr(),
+                            /*rope_dynamic=*/RopeDynamicAttr());
     auto kvType = RankedTensorType::get({ShapedType::kDynamic, kvWidth}, et);
     auto read =
         b.create<KVReadOp>(at, kvType, kvType, cache, layerAttr, positions);

@@ -22,6 +22,34 @@ def Kiln_RopeLayoutAttr : EnumAttr<Kiln_Dialect, Kiln_RopeLayout, "rope_layout">
   let assemblyFormat = "$value";
 }
 
+// Hugging Face's dynamic NTK RoPE scaling (`rope_scaling` of type
+// `dynamic`): once a sequence is longer than `original`
+// (max_position_embeddings), its base is recomputed from its length.
+def Kiln_RopeDynamicAttr : AttrDef<Kiln_Dialect, "RopeDynamic"> {
+  let mnemonic = "rope_dynamic";
+  let summary = "dynamic NTK RoPE scaling: the base grows with the sequence";
+  let description = [{
+    A row of a sequence of length `L` (its position + 1 in decode, the
+    whole prompt's length in a prefill, as transformers' forward sees it)
+    rotates with `theta` while `L <= original`, past it with
+    `theta * ((factor * L / original) - (factor - 1))^(Dh / (Dh - 2))`.
+    Keys keep the rotation they were written with (docs/rope-scaling.md).
+    `factor` is at least 1, `original` positive.
+
+    ```mlir
+    %qr = kiln.rope %q at %pos heads = 32, theta = 1.000000e+04, layout = rotate_half {dynamic = #kiln.rope_dynamic<factor = 2.000000e+00, original = 4096>} : tensor<?x4096xf16>, tensor<?xi32>
+    ```
+  }];
+  let parameters = (ins APFloatParameter<"the scaling factor">:$factor,
+                        "int64_t":$original);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The base of a sequence of `length` tokens, in double.
+    double base(double theta, int64_t headDim, int64_t length) const;
+  }];
+}
+
 // What a function of the module computes; `kiln.phase` on each func.func,
 // set by the frontend: @prefill a prompt's tokens of one sequence, @decode
 // one token of one sequence. Codegen picks each op's template by it. A

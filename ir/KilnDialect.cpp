@@ -6,6 +6,8 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace kiln;
 
@@ -126,6 +128,47 @@ QuantAttr::verifyEncoding(ArrayRef<int64_t> shape, Type elementType,
     return emitError() << "#kiln.quant: group " << group
                        << " does not divide the " << shape[1] << " columns";
   return success();
+}
+
+/// #kiln.rope_dynamic<factor = 2.000000e+00, original = 4096>
+Attribute RopeDynamicAttr::parse(AsmParser &parser, Type) {
+  double factor = 0;
+  int64_t original = 0;
+  if (parser.parseLess() || parser.parseKeyword("factor") ||
+      parser.parseEqual() || parser.parseFloat(factor) || parser.parseComma() ||
+      parser.parseKeyword("original") || parser.parseEqual() ||
+      parser.parseInteger(original) || parser.parseGreater())
+    return {};
+  return parser.getChecked<RopeDynamicAttr>(parser.getContext(),
+                                            APFloat(factor), original);
+}
+
+void RopeDynamicAttr::print(AsmPrinter &printer) const {
+  printer << "<factor = ";
+  printer.printFloat(getFactor());
+  printer << ", original = " << getOriginal() << ">";
+}
+
+LogicalResult
+RopeDynamicAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        APFloat factor, int64_t original) {
+  if (!(factor.convertToDouble() >= 1))
+    return emitError() << "#kiln.rope_dynamic: the factor must be at least 1, "
+                          "not "
+                       << factor.convertToDouble();
+  if (original <= 0)
+    return emitError() << "#kiln.rope_dynamic: the original context must be "
+                          "positive";
+  return success();
+}
+
+double RopeDynamicAttr::base(double theta, int64_t headDim,
+                             int64_t length) const {
+  if (length <= getOriginal())
+    return theta;
+  const double f = getFactor().convertToDouble();
+  return theta * std::pow(f * double(length) / double(getOriginal()) - (f - 1),
+                          double(headDim) / double(headDim - 2));
 }
 
 LogicalResult KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError,

@@ -81,7 +81,8 @@ def Kiln_AttentionOp : Kiln_KernelOp<"attention", [Pure],
     kiln.softmax and kiln.pv compute it in four steps. query `[S, H*Dh]`,
     keys and values `[T, kv_heads*Dh]` (key t at position t), result
     `[S, H*Dh]`. With `rope(...)` the query is rotated as it is loaded
-    (`rope_linear`: the positions divided by it, as kiln.rope's `linear`).
+    (`rope_linear` and `rope_dynamic` as kiln.rope's `linear` and
+    `dynamic`).
     The numerics are the op's meaning, not a choice: each row's maximum is
     subtracted before the exponentials (an online softmax) and sums are
     kept in f32, as both templates do; IR that asks otherwise (the
@@ -97,7 +98,8 @@ def Kiln_AttentionOp : Kiln_KernelOp<"attention", [Pure],
                        I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale,
                        OptionalAttr<F64Attr>:$rope_theta,
                        OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout,
-                       OptionalAttr<F64Attr>:$rope_linear);
+                       OptionalAttr<F64Attr>:$rope_linear,
+                       OptionalAttr<Kiln_RopeDynamicAttr>:$rope_dynamic);
   let results = (outs Kiln_Activation:$result);
   let assemblyFormat = [{
     $query `,` $keys `,` $values `at` $positions `heads` `=` $heads `,` `kv_heads` `=` $kv_heads
@@ -116,7 +118,7 @@ def Kiln_FusedQKVOp : Kiln_KernelOp<"fused_qkv", [Pure, AllTypesMatch<["cache", 
     One kernel for the first half of attention's inputs: `y = prologue(input)
     · weightᵀ` as kiln.fused_linear computes it, with `y = [q | k | v]`
     (k and v each `kv_heads * head_dim` of the cache wide). The epilogue
-    rotates k when `rope(...)` is given (`rope_linear` as kiln.kv_write's),
+    rotates k when `rope(...)` is given (`rope_linear` and `rope_dynamic` as kiln.kv_write's),
     writes k and v into slot
     `positions[s]` of layer `layer`, and returns q and the updated cache:
     keys and values never take a round trip through memory before the cache.
@@ -130,7 +132,8 @@ def Kiln_FusedQKVOp : Kiln_KernelOp<"fused_qkv", [Pure, AllTypesMatch<["cache", 
                        OptionalAttr<F64Attr>:$norm_epsilon,
                        OptionalAttr<F64Attr>:$rope_theta,
                        OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout,
-                       OptionalAttr<F64Attr>:$rope_linear);
+                       OptionalAttr<F64Attr>:$rope_linear,
+                       OptionalAttr<Kiln_RopeDynamicAttr>:$rope_dynamic);
   let results = (outs Kiln_Activation:$query, Kiln_KVCacheType:$cache_out);
   let assemblyFormat = [{
     $input `,` $weight (`norm` `(` `eps` `=` $norm_epsilon^ `)`)? `into` $cache `[` $layer `]`

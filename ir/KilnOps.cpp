@@ -104,12 +104,20 @@ LogicalResult verifySafeSoftmax(Operation *op, bool subtractMax,
   return success();
 }
 
-/// A linear RoPE scaling factor divides positions: at least 1.
-LogicalResult verifyLinear(Operation *op, std::optional<APFloat> linear) {
+/// A linear RoPE scaling factor divides positions: at least 1. A dynamic
+/// one raises the base to Dh / (Dh - 2): a head wider than 2. One at most.
+LogicalResult verifyScaling(Operation *op, std::optional<APFloat> linear,
+                            RopeDynamicAttr dynamic, int64_t headDim) {
   if (linear && !(linear->convertToDouble() >= 1))
     return op->emitOpError() << "RoPE's linear scaling factor must be at "
                                 "least 1, not "
                              << linear->convertToDouble();
+  if (linear && dynamic)
+    return op->emitOpError() << "scales RoPE both linearly and dynamically";
+  if (dynamic && headDim <= 2)
+    return op->emitOpError() << "head_dim " << headDim
+                             << " is too narrow for dynamic RoPE scaling "
+                                "(Dh / (Dh - 2))";
   return success();
 }
 
@@ -117,14 +125,15 @@ LogicalResult verifyLinear(Operation *op, std::optional<APFloat> linear) {
 /// the rotated head dimension must be even.
 LogicalResult verifyRopeAttrs(Operation *op, std::optional<APFloat> theta,
                               bool hasLayout, int64_t headDim,
-                              std::optional<APFloat> linear) {
+                              std::optional<APFloat> linear,
+                              RopeDynamicAttr dynamic) {
   if (theta.has_value() != hasLayout)
     return op->emitOpError() << "needs both rope theta and rope layout, or "
                                 "neither";
-  if (linear && !theta)
-    return op->emitOpError() << "has a rope linear factor without rope "
-                                "theta and layout";
-  if (failed(verifyLinear(op, linear)))
+  if ((linear || dynamic) && !theta)
+    return op->emitOpError() << "has a rope scaling without rope theta and "
+                                "layout";
+  if (failed(verifyScaling(op, linear, dynamic, headDim)))
     return failure();
   if (!theta)
     return success();
@@ -228,7 +237,7 @@ LogicalResult RopeOp::verify() {
                          << " is odd: RoPE rotates pairs of dimensions";
   if (getTheta().convertToDouble() <= 0)
     return emitOpError() << "theta must be positive";
-  if (failed(verifyLinear(*this, getLinear())))
+  if (failed(verifyScaling(*this, getLinear(), getDynamicAttr(), d / heads)))
     return failure();
   if (!compatible(tensorType(getInput()).getDimSize(0),
                   tensorType(getPositions()).getDimSize(0)))
@@ -298,7 +307,8 @@ LogicalResult KVWriteOp::verify() {
       failed(verifySlot(*this, getValues(), "values", cache)))
     return failure();
   if (failed(verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
-                             cache.getHeadDim(), getRopeLinear())))
+                             cache.getHeadDim(), getRopeLinear(),
+                             getRopeDynamicAttr())))
     return failure();
   int64_t s = tensorType(getPositions()).getDimSize(0);
   if (!compatible(tensorType(getKeys()).getDimSize(0), s) ||
@@ -425,7 +435,8 @@ LogicalResult AttentionOp::verify() {
   if (getScale().convertToDouble() <= 0)
     return emitOpError() << "scale must be positive";
   if (failed(verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
-                             qWidth / getHeads(), getRopeLinear())))
+                             qWidth / getHeads(), getRopeLinear(),
+                             getRopeDynamicAttr())))
     return failure();
   // Its numerics are fixed (safe softmax, f32 sums): a softmax's options
   // carried onto it would otherwise be ignored in silence.
@@ -465,7 +476,8 @@ LogicalResult FusedQKVOp::verify() {
   if (auto eps = getNormEpsilon(); eps && eps->convertToDouble() <= 0)
     return emitOpError() << "norm epsilon must be positive";
   return verifyRopeAttrs(*this, getRopeTheta(), getRopeLayout().has_value(),
-                         cache.getHeadDim(), getRopeLinear());
+                         cache.getHeadDim(), getRopeLinear(),
+                         getRopeDynamicAttr());
 }
 
 std::optional<int64_t> FusedQKVOp::getCacheLayer() { return getLayer(); }

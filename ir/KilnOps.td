@@ -164,7 +164,9 @@ def Kiln_RopeOp : Kiln_KernelOp<"rope", [Pure, AllTypesMatch<["input", "result"]
     which dimensions pair: `rotate_half` pairs `(i, i + Dh/2)` as in Hugging
     Face checkpoints, `interleaved` pairs `(2i, 2i + 1)` as in Meta's. With
     `linear` (Hugging Face's linear RoPE scaling, at least 1) the positions
-    are divided by it: `positions[s] / linear * theta^(-2i/Dh)`.
+    are divided by it: `positions[s] / linear * theta^(-2i/Dh)`. With
+    `dynamic` (Hugging Face's dynamic NTK scaling) theta grows with the
+    sequence's length past its original context (#kiln.rope_dynamic).
 
     ```mlir
     %qr = kiln.rope %q at %pos heads = 32, theta = 1.000000e+04, layout = rotate_half : tensor<?x4096xf16>, tensor<?xi32>
@@ -172,7 +174,8 @@ def Kiln_RopeOp : Kiln_KernelOp<"rope", [Pure, AllTypesMatch<["input", "result"]
   }];
   let arguments = (ins Kiln_Activation:$input, Kiln_Positions:$positions,
                        I64Attr:$heads, F64Attr:$theta, Kiln_RopeLayoutAttr:$layout,
-                       OptionalAttr<F64Attr>:$linear);
+                       OptionalAttr<F64Attr>:$linear,
+                       OptionalAttr<Kiln_RopeDynamicAttr>:$dynamic);
   let results = (outs Kiln_Activation:$result);
   let assemblyFormat = [{
     $input `at` $positions `heads` `=` $heads `,` `theta` `=` $theta `,` `layout` `=` `` $layout
@@ -278,8 +281,8 @@ def Kiln_KVWriteOp : Kiln_KernelOp<"kv_write", [Pure, AllTypesMatch<["cache", "r
     stored in slot `positions[s]` of layer `layer`. With `rope(...)` the keys
     are rotated (kv_heads heads, the cache's head_dim) as they are written,
     so each key is rotated once, when it enters the cache
-    (`kiln-fuse-rope-qk` moves a kiln.rope here); `rope_linear` is the
-    rope's `linear`.
+    (`kiln-fuse-rope-qk` moves a kiln.rope here); `rope_linear` and
+    `rope_dynamic` are the rope's `linear` and `dynamic`.
 
     ```mlir
     %c1 = kiln.kv_write %k, %v into %c0[0] at %pos rope(theta = 1.000000e+04, layout = rotate_half) : tensor<?x1024xf16>, tensor<?x1024xf16>, tensor<?xi32>, !kiln.kv_cache<layers = 32, capacity = 4096, kv_heads = 8, head_dim = 128, element_type = f16>
@@ -289,7 +292,8 @@ def Kiln_KVWriteOp : Kiln_KernelOp<"kv_write", [Pure, AllTypesMatch<["cache", "r
                        Kiln_KVCacheType:$cache, I64Attr:$layer, Kiln_Positions:$positions,
                        OptionalAttr<F64Attr>:$rope_theta,
                        OptionalAttr<Kiln_RopeLayoutAttr>:$rope_layout,
-                       OptionalAttr<F64Attr>:$rope_linear);
+                       OptionalAttr<F64Attr>:$rope_linear,
+                       OptionalAttr<Kiln_RopeDynamicAttr>:$rope_dynamic);
   let results = (outs Kiln_KVCacheType:$result);
   let assemblyFormat = [{
     $keys `,` $values `into` $cache `[` $layer `]` `at` $positions

@@ -38,7 +38,7 @@ struct FuseKVWriteIntoQKV : OpRewritePattern<KVWriteOp> {
         qkv.getWeight(), write.getCache(), write.getLayerAttr(),
         write.getPositions(), qkv.getNormEpsilonAttr(),
         write.getRopeThetaAttr(), write.getRopeLayoutAttr(),
-        write.getRopeLinearAttr());
+        write.getRopeLinearAttr(), write.getRopeDynamicAttr());
     rewriter.replaceAllUsesWith(qkv.getResult(0), fused.getQuery());
     rewriter.replaceOp(write, fused.getCacheOut());
     rewriter.eraseOp(qkv);

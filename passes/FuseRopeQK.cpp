@@ -34,6 +34,7 @@ LogicalResult absorbRope(ConsumerOp op, OpOperand &operand, int64_t heads,
     op.setRopeThetaAttr(rope.getThetaAttr());
     op.setRopeLayoutAttr(rope.getLayoutAttr());
     op.setRopeLinearAttr(rope.getLinearAttr());
+    op.setRopeDynamicAttr(rope.getDynamicAttr());
     op->setLoc(rewriter.getFusedLoc({rope.getLoc(), op.getLoc()}));
   });
   rewriter.eraseOp(rope);

@@ -66,7 +66,8 @@ struct FuseAttention : OpRewritePattern<PVOp> {
         pv.getType(), qk.getQuery(), qk.getKeys(), pv.getValues(),
         mask.getPositions(), qk.getHeadsAttr(), qk.getKvHeadsAttr(),
         qk.getScaleAttr(), /*rope_theta=*/FloatAttr(),
-        /*rope_layout=*/RopeLayoutAttr(), /*rope_linear=*/FloatAttr());
+        /*rope_layout=*/RopeLayoutAttr(), /*rope_linear=*/FloatAttr(),
+        /*rope_dynamic=*/RopeDynamicAttr());
     rewriter.replaceOp(pv, attention.getResult());
     rewriter.eraseOp(softmax);
     rewriter.eraseOp(mask);

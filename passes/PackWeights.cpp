@@ -66,9 +66,9 @@ PackedWeightOp packWeights(PatternRewriter &rewriter, ArrayRef<Value> weights,
     scaledBy = rewriter.getStringAttr(*name);
   }
   int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t(0));
-  auto type = RankedTensorType::get({total, first.getDimSize(1)},
-                                    first.getElementType(),
-                                    first.getEncoding());
+  auto type =
+      RankedTensorType::get({total, first.getDimSize(1)},
+                            first.getElementType(), first.getEncoding());
   return rewriter.create<PackedWeightOp>(
       rewriter.getFusedLoc(locs), type, packedName(sources),
       rewriter.getStrArrayAttr(sources), rewriter.getDenseI64ArrayAttr(rows),

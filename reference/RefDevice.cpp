@@ -88,12 +88,20 @@ std::vector<float> rmsNorm(const float *x, int64_t s, int64_t d, float eps,
 }
 
 /// Rotates each head of x[S, heads*Dh] in place by positions[s] * freq_j
-/// (positions divided by a linear scaling's factor first).
+/// (positions divided by a linear scaling's factor first; a dynamic
+/// scaling's base from the sequence length the call sees, max position + 1,
+/// as transformers' forward computes it).
 void rope(std::vector<float> &x, int64_t s, int64_t heads,
           const std::vector<int32_t> &positions, double theta,
-          RopeLayout layout, std::optional<APFloat> linear) {
+          RopeLayout layout, std::optional<APFloat> linear,
+          RopeDynamicAttr dynamic) {
   const double divisor = linear ? linear->convertToDouble() : 1.0;
   int64_t width = int64_t(x.size()) / s, dh = width / heads, half = dh / 2;
+  if (dynamic && s > 0)
+    theta = dynamic.base(
+        theta, dh,
+        int64_t(*std::max_element(positions.begin(), positions.begin() + s)) +
+            1);
   bool interleaved = layout == RopeLayout::interleaved;
   for (int64_t i = 0; i < s; ++i)
     for (int64_t h = 0; h < heads; ++h)
@@ -402,13 +410,13 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
                      const std::vector<int32_t> &pos,
                      std::optional<APFloat> theta,
                      std::optional<RopeLayout> layout,
-                     std::optional<APFloat> linear) {
+                     std::optional<APFloat> linear, RopeDynamicAttr dynamic) {
     std::vector<float> keys(rows * slotWidth_); // [S, Hkv*Dh]
     for (int64_t i = 0; i < rows; ++i)
       std::copy_n(k + i * kStride, slotWidth_, keys.begin() + i * slotWidth_);
     if (theta)
       rope(keys, rows, slotWidth_ / headDim_, pos, theta->convertToDouble(),
-           *layout, linear);
+           *layout, linear, dynamic);
     for (int64_t i = 0; i < rows; ++i) {
       float *key = keys_[layer].data() + pos[i] * slotWidth_;
       float *value = values_[layer].data() + pos[i] * slotWidth_;
@@ -508,14 +516,15 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               std::vector<float> out(in(0).data->begin(), in(0).data->end());
               rope(out, s, op.getHeads(), in(1).ints,
                    op.getTheta().convertToDouble(), op.getLayout(),
-                   op.getLinear());
+                   op.getLinear(), op.getDynamicAttr());
               set(0, floats(in(0).shape, std::move(out)));
               return absl::OkStatus();
             })
             .Case([&](KVWriteOp write) {
               writeKV(write.getLayer(), in(0).f(), slotWidth_, in(1).f(),
                       slotWidth_, s, in(3).ints, write.getRopeTheta(),
-                      write.getRopeLayout(), write.getRopeLinear());
+                      write.getRopeLayout(), write.getRopeLinear(),
+                      write.getRopeDynamicAttr());
               set(0, Tensor{});
               return absl::OkStatus();
             })
@@ -527,7 +536,7 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               writeKV(qkv.getLayer(), y.data() + qWidth, n,
                       y.data() + qWidth + slotWidth_, n, s, in(3).ints,
                       qkv.getRopeTheta(), qkv.getRopeLayout(),
-                      qkv.getRopeLinear());
+                      qkv.getRopeLinear(), qkv.getRopeDynamicAttr());
               std::vector<float> q(s * qWidth); // [S, H*Dh]
               for (int64_t i = 0; i < s; ++i)
                 std::copy_n(y.begin() + i * n, qWidth, q.begin() + i * qWidth);
@@ -588,7 +597,8 @@ RefDevice::run(StringRef function, std::span<const int32_t> tokens,
               std::vector<float> q(in(0).data->begin(), in(0).data->end());
               if (auto theta = op.getRopeTheta())
                 rope(q, s, a.heads, pos, theta->convertToDouble(),
-                     *op.getRopeLayout(), op.getRopeLinear());
+                     *op.getRopeLayout(), op.getRopeLinear(),
+                     op.getRopeDynamicAttr());
               std::vector<float> p = qk(q.data(), k.f(), a,
                                         float(op.getScale().convertToDouble()));
               causalMask(p, a, pos);

@@ -127,7 +127,7 @@ void *EmuDevice::address(const Argument &a) {
   case Region::Sampled:
     return sampled_.data();
   case Region::Count:
-    return &count_;
+    return count_.data();
   case Region::Sampling:
     return sampling_.data();
   case Region::History:
@@ -155,7 +155,7 @@ absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
       args.push_back(address(a));
     if (l.kernel == kGemm) {
       // The very call the cuda device makes, run by the stand-in.
-      if (absl::Status s = emuBlasMatmul(blasMatmulOf(l.gemm, count_, args));
+      if (absl::Status s = emuBlasMatmul(blasMatmulOf(l.gemm, count_[0], args));
           !s.ok()) {
         runningLaunch.store(nullptr);
         return absl::Status(

@@ -47,7 +47,7 @@ absl::StatusOr<LlamaConfig> parseLlamaConfig(std::string_view text,
       std::string type = scaling.string("rope_type");
       if (type.empty())
         type = scaling.string("type");
-      if (type == "linear") {
+      if (type == "linear" || type == "dynamic") {
         c.ropeScaling = type;
         c.ropeScalingFactor = scaling.positiveReal("factor");
         if (scaling.status.ok() && !(c.ropeScalingFactor >= 1))
@@ -56,7 +56,8 @@ absl::StatusOr<LlamaConfig> parseLlamaConfig(std::string_view text,
                                     "; a scaling factor is at least 1"));
       } else if (!type.empty() && type != "default") {
         scaling.fail(absl::StrCat("rope_scaling type '", type,
-                                  "' is not supported; kiln applies linear"));
+                                  "' is not supported; kiln applies linear "
+                                  "and dynamic"));
       } else if (type.empty()) {
         scaling.fail("rope_scaling has neither rope_type nor type");
       }

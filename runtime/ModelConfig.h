@@ -22,7 +22,8 @@ struct LlamaConfig {
   double rmsNormEps = 0;        // rms_norm_eps
   double ropeTheta = 10000.0;   // rope_theta
   /// rope_scaling's type ("linear": positions divided by the factor, as
-  /// transformers' linear scaling; "" without one) and factor (>= 1).
+  /// transformers' linear scaling; "dynamic": its dynamic NTK base past
+  /// max_position_embeddings; "" without one) and factor (>= 1).
   std::string ropeScaling;
   double ropeScalingFactor = 1.0;
   bool tieWordEmbeddings = false;

@@ -374,7 +374,7 @@ absl::Status PlanDevice::runStep(const std::vector<Launch> &launches,
   if (absl::Status s = run(launches); !s.ok())
     return s;
   lastLogitsAt_ = logitsAt;
-  lastRows_ = count_;
+  lastRows_ = count_[0];
   // A plan without a last-row LM head (decode, batches) computes them all.
   lastEveryLogit_ =
       logits || std::none_of(launches.begin(), launches.end(), [](auto &l) {
@@ -382,9 +382,9 @@ absl::Status PlanDevice::runStep(const std::vector<Launch> &launches,
       });
   if (logits) {
     size_t at = out.logits.size();
-    out.logits.resize(at + size_t(count_) * program_.vocab);
+    out.logits.resize(at + size_t(count_[0]) * program_.vocab);
     if (absl::Status s = readLogits(logitsAt, &out.logits[at],
-                                    size_t(count_) * program_.vocab);
+                                    size_t(count_[0]) * program_.vocab);
         !s.ok())
       return s;
   }
@@ -448,7 +448,7 @@ PlanDevice::decodeBatch(std::span<const BatchRow> rows, bool logits) {
     rowSeqs_[i] = rows[i].seq;
     sampling_[rows[i].seq] = rows[i].sampling;
   }
-  count_ = int32_t(n);
+  count_ = {int32_t(n), 0};
   timing_ = timeDecode_;
   StepResult out;
   if (absl::Status s =
@@ -494,7 +494,7 @@ PlanDevice::prefillSequence(int32_t seq, std::span<const int32_t> tokens,
     std::copy_n(tokens.begin() + begin, n, tokens_.begin());
     for (size_t i = 0; i < n; ++i)
       positions_[i] = int32_t(start + begin + i);
-    count_ = int32_t(n);
+    count_ = {int32_t(n), int32_t(start + tokens.size())};
     if (absl::Status s =
             runStep(plan.launches, plan.rows, p.prefillLogits, 1, logits, out);
         !s.ok())

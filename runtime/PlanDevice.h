@@ -15,6 +15,7 @@
 #include "runtime/Program.h"
 #include "runtime/Weights.h"
 
+#include <array>
 #include <map>
 
 namespace kiln {
@@ -198,7 +199,10 @@ protected:
   Program program_;
   // The step's inputs, a row per token of the largest plan ([rows]).
   std::vector<int32_t> tokens_, positions_, rowSeqs_;
-  int32_t count_ = 0;
+  // Region::Count: the step's real rows, and a prefill's sequence length
+  // after it (start + tokens; 0 in decode, whose rows are theirs: position
+  // + 1), which dynamic RoPE scaling reads.
+  std::array<int32_t, 2> count_ = {0, 0};
   std::vector<SamplingParams> sampling_; // [sequences]
   std::vector<int32_t> tables_;          // [sequences, tableBlocks]
   std::vector<int32_t> sampled_;         // [rows]
@@ -208,8 +212,8 @@ protected:
 private:
   absl::Status checkPositions(int32_t seq,
                               std::span<const int32_t> positions) const;
-  /// Runs `launches` over the staged rows (count_ of them) and reads
-  /// `sampledRows` tokens, and with `logits` the count_ rows of logits at
+  /// Runs `launches` over the staged rows (count_[0] of them) and reads
+  /// `sampledRows` tokens, and with `logits` the count_[0] rows of logits at
   /// `logitsAt`, appending them to `out`.
   absl::Status runStep(const std::vector<Launch> &launches, int64_t rows,
                        int64_t logitsAt, int64_t sampledRows, bool logits,

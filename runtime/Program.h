@@ -34,7 +34,8 @@ enum class Region {
   Workspace,   // float scratch: split-KV partials, a GEMM's output
   Counters,    // uint32 counters, zero between launches
   Sampled,     // int32 [rows]: the tokens the step's sampling kernel chose
-  Count,       // int32 [1]: the step's real row count (a bucket pads it)
+  Count,       // int32 [2]: the step's real row count (a bucket pads it),
+               // a prefill's sequence length after it (0 in decode)
   Sampling,    // SamplingParams [sequences]: how each sequence samples
   History,     // int32 [sequences, vocab]: how often each sequence has seen
                // each token

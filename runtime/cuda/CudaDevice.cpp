@@ -411,7 +411,7 @@ absl::Status CudaDevice::sendInputs(int64_t) {
   std::memcpy(at, tokens_.data(), rows * 4);
   std::memcpy(at + rows * 4, positions_.data(), rows * 4);
   std::memcpy(at + rows * 8, rowSeqs_.data(), rows * 4);
-  std::memcpy(at + rows * 12, &count_, 4);
+  std::memcpy(at + rows * 12, count_.data(), sizeof count_);
   std::memcpy(at + rows * 12 + 16, sampling_.data(),
               sampling_.size() * sizeof(SamplingParams));
   KILN_CU(
@@ -659,7 +659,7 @@ absl::Status CudaDevice::enqueue(const Launch &l) {
     std::vector<void *> ptrs;
     for (CUdeviceptr a : args)
       ptrs.push_back(reinterpret_cast<void *>(a));
-    return blasMatmul(blasMatmulOf(l.gemm, count_, ptrs), l);
+    return blasMatmul(blasMatmulOf(l.gemm, count_[0], ptrs), l);
   }
   std::vector<void *> params;
   for (CUdeviceptr &a : args)

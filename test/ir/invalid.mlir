@@ -25,6 +25,48 @@ func.func @rope_linear_below_one(%x: tensor<?x64xf16>, %pos: tensor<?xi32>) {
 
 // -----
 
+func.func @rope_dynamic_below_one(%x: tensor<?x64xf16>, %pos: tensor<?xi32>) {
+  // expected-error @+1 {{#kiln.rope_dynamic: the factor must be at least 1, not 5.000000e-01}}
+  %r = kiln.rope %x at %pos heads = 4, theta = 10000.0, layout = rotate_half {dynamic = #kiln.rope_dynamic<factor = 0.5, original = 128>} : tensor<?x64xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_dynamic_no_context(%x: tensor<?x64xf16>, %pos: tensor<?xi32>) {
+  // expected-error @+1 {{#kiln.rope_dynamic: the original context must be positive}}
+  %r = kiln.rope %x at %pos heads = 4, theta = 10000.0, layout = rotate_half {dynamic = #kiln.rope_dynamic<factor = 2.0, original = 0>} : tensor<?x64xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_linear_and_dynamic(%x: tensor<?x64xf16>, %pos: tensor<?xi32>) {
+  // expected-error @+1 {{'kiln.rope' op scales RoPE both linearly and dynamically}}
+  %r = kiln.rope %x at %pos heads = 4, theta = 10000.0, layout = rotate_half {linear = 2.0, dynamic = #kiln.rope_dynamic<factor = 2.0, original = 128>} : tensor<?x64xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_dynamic_narrow_head(%x: tensor<?x8xf16>, %pos: tensor<?xi32>) {
+  // expected-error @+1 {{'kiln.rope' op head_dim 2 is too narrow for dynamic RoPE scaling (Dh / (Dh - 2))}}
+  %r = kiln.rope %x at %pos heads = 4, theta = 10000.0, layout = rotate_half {dynamic = #kiln.rope_dynamic<factor = 2.0, original = 128>} : tensor<?x8xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+!cache = !kiln.kv_cache<layers = 1, capacity = 128, kv_heads = 2, head_dim = 16, element_type = f16>
+
+func.func @kv_write_dynamic_without_rope(%k: tensor<?x32xf16>, %pos: tensor<?xi32>, %c0: !cache) {
+  // expected-error @+1 {{'kiln.kv_write' op has a rope scaling without rope theta and layout}}
+  %c1 = kiln.kv_write %k, %k into %c0[0] at %pos {rope_dynamic = #kiln.rope_dynamic<factor = 2.0, original = 128>} : tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32>, !cache
+  return
+}
+
+// -----
+
 func.func @rope_positions_count(%x: tensor<3x64xf16>, %pos: tensor<2xi32>) {
   // expected-error @+1 {{'kiln.rope' op positions differ in count from the input rows}}
   %r = kiln.rope %x at %pos heads = 4, theta = 10000.0, layout = interleaved : tensor<3x64xf16>, tensor<2xi32>

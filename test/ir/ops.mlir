@@ -25,6 +25,8 @@ func.func @layer(%tok: tensor<?xi32>, %pos: tensor<?xi32>, %c0: !cache) -> (tens
   // CHECK-DAG: kiln.rope %{{.*}} at %[[POS]] heads = 2, theta = 5.000000e+05, layout = interleaved
   // CHECK-DAG: kiln.rope %{{.*}} at %[[POS]] heads = 2, theta = 1.000000e+04, layout = rotate_half {linear = 4.000000e+00 : f64}
   %kl = kiln.rope %k at %pos heads = 2, theta = 10000.0, layout = rotate_half {linear = 4.0} : tensor<?x32xf16>, tensor<?xi32>
+  // CHECK-DAG: kiln.rope %{{.*}} at %[[POS]] heads = 2, theta = 1.000000e+04, layout = rotate_half {dynamic = #kiln.rope_dynamic<factor = 2.000000e+00, original = 4096>}
+  %kd = kiln.rope %k at %pos heads = 2, theta = 10000.0, layout = rotate_half {dynamic = #kiln.rope_dynamic<factor = 2.0, original = 4096>} : tensor<?x32xf16>, tensor<?xi32>
   %kr = kiln.rope %k at %pos heads = 2, theta = 500000.0, layout = interleaved : tensor<?x32xf16>, tensor<?xi32>
   // CHECK: %[[C1:.*]] = kiln.kv_write %{{.*}}, %{{.*}} into %[[C0]][0] at %[[POS]] : tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32>, !kiln.kv_cache
   %c1 = kiln.kv_write %kr, %k into %c0[0] at %pos : tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32>, !cache

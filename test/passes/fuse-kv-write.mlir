@@ -32,6 +32,19 @@ func.func @linear_rope(%h: tensor<?x64xf16>, %w: tensor<128x64xf16>, %pos: tenso
 
 !cache = !kiln.kv_cache<layers = 2, capacity = 128, kv_heads = 2, head_dim = 16, element_type = f16>
 
+// So does a dynamic scaling.
+// CHECK-LABEL: func.func @dynamic_rope
+// CHECK: kiln.fused_qkv {{.*}} rope(theta = 1.000000e+04, layout = rotate_half) {rope_dynamic = #kiln.rope_dynamic<factor = 2.000000e+00, original = 128>}
+func.func @dynamic_rope(%h: tensor<?x64xf16>, %w: tensor<128x64xf16>, %pos: tensor<?xi32>, %c0: !cache) -> (tensor<?x64xf16>, !cache) {
+  %q, %k, %v = kiln.fused_linear %h, %w : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>
+  %c1 = kiln.kv_write %k, %v into %c0[1] at %pos rope(theta = 10000.0, layout = rotate_half) {rope_dynamic = #kiln.rope_dynamic<factor = 2.0, original = 128>} : tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32>, !cache
+  return %q, %c1 : tensor<?x64xf16>, !cache
+}
+
+// -----
+
+!cache = !kiln.kv_cache<layers = 2, capacity = 128, kv_heads = 2, head_dim = 16, element_type = f16>
+
 // Not fused: the keys are needed in memory too.
 // CHECK-LABEL: func.func @keys_used_twice
 // CHECK: kiln.fused_linear

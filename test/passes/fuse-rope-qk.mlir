@@ -48,6 +48,23 @@ func.func @linear_scaling(%q: tensor<?x64xf16>, %k: tensor<?x32xf16>, %v: tensor
 
 // -----
 
+!cache = !kiln.kv_cache<layers = 1, capacity = 128, kv_heads = 2, head_dim = 16, element_type = f16>
+
+// So does a dynamic scaling's.
+// CHECK-LABEL: func.func @dynamic_scaling
+// CHECK: kiln.kv_write {{.*}} rope(theta = 1.000000e+04, layout = rotate_half) {rope_dynamic = #kiln.rope_dynamic<factor = 2.000000e+00, original = 128>}
+// CHECK: kiln.attention {{.*}} rope(theta = 1.000000e+04, layout = rotate_half) {rope_dynamic = #kiln.rope_dynamic<factor = 2.000000e+00, original = 128>}
+func.func @dynamic_scaling(%q: tensor<?x64xf16>, %k: tensor<?x32xf16>, %v: tensor<?x32xf16>, %pos: tensor<?xi32>, %c0: !cache) -> (tensor<?x64xf16>, !cache) {
+  %qr = kiln.rope %q at %pos heads = 4, theta = 10000.0, layout = rotate_half {dynamic = #kiln.rope_dynamic<factor = 2.0, original = 128>} : tensor<?x64xf16>, tensor<?xi32>
+  %kr = kiln.rope %k at %pos heads = 2, theta = 10000.0, layout = rotate_half {dynamic = #kiln.rope_dynamic<factor = 2.0, original = 128>} : tensor<?x32xf16>, tensor<?xi32>
+  %c1 = kiln.kv_write %kr, %v into %c0[0] at %pos : tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32>, !cache
+  %keys, %values = kiln.kv_read %c1[0] upto %pos : !cache, tensor<?xi32> -> tensor<?x32xf16>, tensor<?x32xf16>
+  %a = kiln.attention %qr, %keys, %values at %pos heads = 4, kv_heads = 2, scale = 0.25 : tensor<?x64xf16>, tensor<?x32xf16>, tensor<?x32xf16>, tensor<?xi32> -> tensor<?x64xf16>
+  return %a, %c1 : tensor<?x64xf16>, !cache
+}
+
+// -----
+
 // Not fused: the rotated query is also returned, so it must exist.
 // CHECK-LABEL: func.func @rotated_used_twice
 // CHECK: kiln.rope

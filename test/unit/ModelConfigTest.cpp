@@ -90,15 +90,16 @@ TEST(ModelConfig, RejectsContradictions) {
 
 // rope_scaling as transformers spells it: rope_type or the older type.
 TEST(ModelConfig, RopeScaling) {
-  for (const char *key : {"rope_type", "type"}) {
-    auto c = parseLlamaConfig(
-        with("rope_scaling",
-             std::string("{\"") + key + "\": \"linear\", \"factor\": 4.0}"),
-        "config.json");
-    ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ(c->ropeScaling, "linear");
-    EXPECT_EQ(c->ropeScalingFactor, 4.0);
-  }
+  for (const char *key : {"rope_type", "type"})
+    for (const char *type : {"linear", "dynamic"}) {
+      auto c = parseLlamaConfig(
+          with("rope_scaling", std::string("{\"") + key + "\": \"" + type +
+                                   "\", \"factor\": 4.0}"),
+          "config.json");
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_EQ(c->ropeScaling, type);
+      EXPECT_EQ(c->ropeScalingFactor, 4.0);
+    }
   auto none = parseLlamaConfig(
       with("rope_scaling", "{\"rope_type\": \"default\"}"), "config.json");
   ASSERT_TRUE(none.ok()) << none.status();
@@ -114,7 +115,7 @@ TEST(ModelConfig, RopeScaling) {
   EXPECT_EQ(
       error(with("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}")),
       "m/config.json: rope_scaling type 'yarn' is not supported; kiln "
-      "applies linear");
+      "applies linear and dynamic");
   EXPECT_EQ(error(with("rope_scaling", "{\"factor\": 4.0}")),
             "m/config.json: rope_scaling has neither rope_type nor type");
   EXPECT_EQ(error(with("rope_scaling", "4")),
