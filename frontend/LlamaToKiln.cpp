@@ -228,6 +228,24 @@ absl::Status checkQuantizable(const LlamaConfig &c, const QuantFormat &f) {
   return absl::OkStatus();
 }
 
+std::string contextWarning(const ModelSource &source,
+                           const FrontendOptions &opts) {
+  const LlamaConfig &c = source.config;
+  const double scale = opts.ropeNtkScale > 0    ? opts.ropeNtkScale
+                       : !c.ropeScaling.empty() ? c.ropeScalingFactor
+                                                : 1.0;
+  if (opts.maxContext <= c.maxPositions ||
+      double(opts.maxContext) <= scale * double(c.maxPositions))
+    return "";
+  return absl::StrCat(
+      "--max-context: ", opts.maxContext, " tokens exceed ", source.name,
+      "'s context of ", int64_t(scale * double(c.maxPositions)),
+      " (max_position_embeddings",
+      scale > 1 ? absl::StrCat(" times its RoPE scaling's ", scale) : "",
+      "): positions past it were never trained",
+      scale > 1 ? "" : "; --rope-ntk-scale stretches RoPE to them");
+}
+
 absl::StatusOr<FrontendOptions> optionsFor(const ModelSource &source,
                                            FrontendOptions opts) {
   const LlamaConfig &c = source.config;
@@ -235,17 +253,6 @@ absl::StatusOr<FrontendOptions> optionsFor(const ModelSource &source,
     return absl::InvalidArgumentError(absl::StrCat(
         "--rope-ntk-scale: ", source.name, "'s config already scales RoPE (",
         c.ropeScaling, ", factor ", c.ropeScalingFactor, ")"));
-  // Past max_position_embeddings only as far as RoPE is scaled.
-  const double scale = opts.ropeNtkScale > 0    ? opts.ropeNtkScale
-                       : !c.ropeScaling.empty() ? c.ropeScalingFactor
-                                                : 1.0;
-  if (opts.maxContext > c.maxPositions &&
-      double(opts.maxContext) > scale * double(c.maxPositions))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max-context: ", opts.maxContext, " tokens exceed ", source.name,
-        "'s context of ", c.maxPositions, " (max_position_embeddings",
-        scale > 1 ? absl::StrCat(" times its RoPE scaling's ", scale) : "",
-        ")"));
   // Single-file checkpoints (GGUF, llama2.c): their converters write q
   // and k rows in Meta's order, and what they store quantized is used as
   // it is, never quantized again.

@@ -57,6 +57,13 @@ struct FrontendOptions {
 absl::Status checkQuantizable(const LlamaConfig &config,
                               const QuantFormat &format);
 
+/// What a user is warned of when `opts` asks for more context than
+/// `source` reaches (max_position_embeddings, times a RoPE scaling's
+/// factor): it compiles, as llama.cpp runs past n_ctx_train, but positions
+/// past it were never trained. Empty when it fits.
+std::string contextWarning(const ModelSource &source,
+                           const FrontendOptions &opts);
+
 /// The options that build `source`'s model from `opts`: checked
 /// --quantize for a float checkpoint; for a pre-quantized one (GPTQ, AWQ:
 /// source.quantization) its format on the projections, as --quantize

@@ -53,6 +53,7 @@ import subprocess
 emu_asan_cache = "KILN_EMU_CACHE=%s" % os.path.join(config.test_exec_root,
                                                     "emu-asan-cache")
 if config.kiln_sanitize:
+    config.available_features.add("sanitized")
     config.available_features.add("emu-asan")
     config.substitutions.append(("%emu-asan", "env " + emu_asan_cache))
 else:

@@ -22,6 +22,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 #include <filesystem>
+#include <set>
 
 namespace cl = llvm::cl;
 using namespace mlir;
@@ -105,6 +106,11 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
   auto built = optionsFor(*source, opts);
   if (!built.ok())
     return built.status();
+  // Once a run, which may compile the model more than once (--stats).
+  static std::set<std::string> warned;
+  if (std::string warning = contextWarning(*source, opts);
+      !warning.empty() && warned.insert(warning).second)
+    llvm::errs() << "kiln: warning: " << warning << "\n";
   out.module = buildLlamaModule(ctx, source->config, *built, source->name);
   if (failed(verify(*out.module)))
     return absl::InternalError(

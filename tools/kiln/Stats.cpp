@@ -191,15 +191,20 @@ void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
 
   auto decode = fused.lookupSymbol<func::FuncOp>("decode");
   if (decode) {
+    // At the longest context a sequence may hold (the KV pool's, which
+    // --max-context sets).
+    int64_t context = c.maxPositions;
+    if (auto pool = fused->getAttrOfType<KVPoolAttr>("kiln.kv_pool"))
+      context = pool.getTableBlocks() * pool.getBlockSize();
     KernelCost total;
     decode.walk([&](Operation *op) {
-      total += estimateCost(op, {/*tokens=*/1, /*context=*/c.maxPositions});
+      total += estimateCost(op, {/*tokens=*/1, context});
     });
     double weights = double(total.weightBytes);
     double floor = weights + double(total.kvReadBytes);
     os << llvm::formatv("  HBM bytes per decode token (batch 1, context "
                         "{0})\n",
-                        c.maxPositions);
+                        context);
     os << llvm::formatv("    weights      {0}\n", size(weights));
     os << llvm::formatv("    kv reads     {0}\n", size(total.kvReadBytes));
     os << llvm::formatv("    kv writes    {0}\n", size(total.kvWriteBytes));
@@ -221,10 +226,16 @@ void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
         size(arena.getInt()),
         size(fused->getAttrOfType<IntegerAttr>("kiln.arena_peak_bytes")
                  .getInt()));
-  if (auto pool = fused->getAttrOfType<KVPoolAttr>("kiln.kv_pool"))
-    os << llvm::formatv("    kv pool      {0} ({1} blocks of {2} tokens)\n",
+  if (auto pool = fused->getAttrOfType<KVPoolAttr>("kiln.kv_pool")) {
+    // Every layer's keys and values (and a quantized cache's scales) of
+    // one token: what a token of context costs.
+    const int64_t tokens = pool.getBlocks() * pool.getBlockSize();
+    os << llvm::formatv("    kv pool      {0} ({1} blocks of {2} tokens; "
+                        "{3} a token, {4} tokens a sequence)\n",
                         size(pool.getBytes()), pool.getBlocks(),
-                        pool.getBlockSize());
+                        pool.getBlockSize(), size(pool.getBytes() / tokens),
+                        pool.getTableBlocks() * pool.getBlockSize());
+  }
   if (program && program->dequantizedHalves > 0) {
     os << llvm::formatv(
         "    dequantized  {0} ({1})\n", size(program->dequantizedHalves * 2),
