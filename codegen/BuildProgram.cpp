@@ -31,6 +31,8 @@ Region regionOf(ParamKind kind) {
     return Region::Sampling;
   case ParamKind::History:
     return Region::History;
+  case ParamKind::LogitBias:
+    return Region::LogitBias;
   case ParamKind::RowSequence:
     return Region::RowSequence;
   case ParamKind::Dequantized:
@@ -172,7 +174,8 @@ public:
              {Argument(Region::Arena, logits), Argument(Region::Count),
               Argument(Region::Sampling), Argument(Region::Tokens),
               Argument(Region::RowSequence), Argument(Region::History),
-              Argument(Region::Workspace), Argument(Region::Sampled)}};
+              Argument(Region::LogitBias), Argument(Region::Workspace),
+              Argument(Region::Sampled)}};
     p.workspaceFloats =
         std::max(p.workspaceFloats, l.grid[0] * sample.workspacePerBlock);
     out.push_back(std::move(l));

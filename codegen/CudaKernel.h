@@ -93,6 +93,7 @@ enum class ParamKind {
   Sampling,    // the step's sampling parameters (runtime/Sampling.h)
   History,     // int32 [sequences, V]: how often each sequence has seen
                // each token
+  LogitBias,   // f32 [sequences, V]: each sequence's logit bias
   RowSequence, // int32 [rows]: the sequence of each row (its table row)
   Dequantized, // f16 [n, k]: a quantized weight dequantized for cuBLAS
 };

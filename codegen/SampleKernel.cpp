@@ -6,15 +6,20 @@
 // Each sequence has its own parameters and history (by seqs[row]). The rule
 // (runtime/Sampling.h has the same on the host):
 //
-// - penalties first, on the tokens this sequence has seen (the history the
-//   kernel keeps: repetition, presence, frequency);
+// - the sequence's logit bias first (its row of Region::LogitBias, when
+//   `biased`), then the penalties, on the tokens this sequence has seen
+//   (the history the kernel keeps: repetition, presence and frequency);
+// - the temperature of this step: constant, or a linear schedule from
+//   `temperature` at step 0 to `temperature_end` at step schedule_steps - 1;
 // - greedy (temperature <= 0, or top_k == 1): the first index of the
 //   largest logit, as the host's argmax; NaN never wins;
 // - otherwise p_i = exp((l_i - max) / temperature) over the candidates: the
 //   top_k largest logits (all when top_k <= 0; ties at the edge included),
 //   then of those the fewest largest whose mass reaches top_p of theirs
-//   (top_p >= 1: all), and the token is where u * (their mass) falls in
-//   index order, u uniform in [0, 1) from a hash of (seed, step).
+//   (top_p >= 1: all), then of those the ones at least min_p times as
+//   likely as the likeliest (transformers' order), and the token is where
+//   u * (their mass) falls in index order, u uniform in [0, 1) from a hash
+//   of (seed, step).
 //
 // Thresholds are found exactly, without sorting, by a descent over the 32
 // bits of an order-preserving key of the logits: each bit is one block-wide
@@ -39,6 +44,7 @@ CudaKernel emitSampler(int64_t vocab) {
               {ParamKind::Tokens, "tokens", "const int *"},
               {ParamKind::RowSequence, "seqs", "const int *"},
               {ParamKind::History, "history", "int *"},
+              {ParamKind::LogitBias, "bias", "const float *"},
               {ParamKind::Workspace, "work", "float *"},
               {ParamKind::Tokens, "all_tokens", "int *"}};
   k.grid = {1, 1, 1};
@@ -56,7 +62,20 @@ struct KilnSampling {
   int top_k;
   unsigned seed, step;
   float repetition_penalty, presence_penalty, frequency_penalty;
+  float min_p, temperature_end;
+  unsigned schedule_steps, biased;
 };
+
+// The temperature of this step (SamplingParams::temperatureAt: the same
+// fmaf, so host and device agree to the bit).
+__device__ __forceinline__ float kiln_temperature(const KilnSampling &s) {
+  if (s.schedule_steps == 0u || s.step == 0u)
+    return s.temperature;
+  if (s.step >= s.schedule_steps - 1u)
+    return s.temperature_end;
+  return fmaf(s.temperature_end - s.temperature,
+              (float)s.step / (float)(s.schedule_steps - 1u), s.temperature);
+}
 
 // Larger float, larger key; NaN is the smallest.
 __device__ __forceinline__ unsigned kiln_key(float x) {
@@ -77,7 +96,8 @@ __device__ __forceinline__ unsigned kiln_hash(unsigned x) {
 
 // logits [rows, V] f32, count [1] i32, params [sequences], tokens [rows]
 // i32 (the step's input tokens), seqs [rows] i32, history [sequences, V]
-// i32 (how often each sequence has seen each token), scratch [grid, 2, V]
+// i32 (how often each sequence has seen each token), bias [sequences, V]
+// f32 (each sequence's logit bias), scratch [grid, 2, V]
 // f32, token [grid] i32 (the tokens chosen); grid (1) for a prefill, (rows)
 // for a batch; block (THREADS)
 extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
@@ -99,6 +119,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
   const int t = threadIdx.x;
   const KilnSampling s = params[seqs[at]];
   history += (long long)seqs[at] * V;
+  bias += (long long)seqs[at] * V;
 
   // The step's tokens are seen now (a sampled token counts once it is fed
   // back), then the penalties: repetition (CTRL's: divide a positive logit,
@@ -109,6 +130,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
   __syncthreads();
   for (int i = t; i < V; i += THREADS) {
     float l = row[i];
+    if (s.biased)
+      l += bias[i];
     const int seen = history[i];
     if (seen > 0) {
       l = l > 0.0f ? l / s.repetition_penalty : l * s.repetition_penalty;
@@ -133,12 +156,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
     __syncthreads();
   }
   const int top = V - 1 - (int)(best[0] & 0xffffffffu);
-  if (!(s.temperature > 0.0f) || s.top_k == 1) {
+  const float temperature = kiln_temperature(s);
+  if (!(temperature > 0.0f) || s.top_k == 1) {
     if (t == 0)
       token[0] = top;
     return;
   }
-  const float max_logit = logits[top], inv_t = 1.0f / s.temperature;
+  const float max_logit = logits[top], inv_t = 1.0f / temperature;
 
   // top-k: the largest key that at least top_k logits reach.
   unsigned kthr = 0;
@@ -175,6 +199,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
         pthr = cand;
     }
     thr = max(thr, pthr);
+  }
+
+  // min-p: the likeliest candidate's weight is 1, so the cut is the weight
+  // itself; dropped weights become 0.
+  if (s.min_p > 0.0f) {
+    for (int i = t; i < V; i += THREADS)
+      if (probs[i] < s.min_p)
+        probs[i] = 0.0f;
+    __syncthreads();
   }
 
   // Where u * mass falls, in index order: chunk masses, then one chunk.

@@ -34,6 +34,7 @@ const std::map<Region, std::string> &regionNames() {
       {Region::Count, "count"},
       {Region::Sampling, "sampling"},
       {Region::History, "history"},
+      {Region::LogitBias, "logit_bias"},
       {Region::RowSequence, "row_sequence"},
       {Region::Dequantized, "dequantized"}};
   return names;

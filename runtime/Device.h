@@ -32,6 +32,11 @@ public:
   virtual std::optional<int32_t> sampledToken() const { return std::nullopt; }
   /// How the next steps sample (a device that does not sample ignores it).
   virtual void setSampling(const SamplingParams &) {}
+  /// The logit bias the next steps sample with, when the params say
+  /// `biased` (a device that does not sample ignores it).
+  virtual absl::Status setLogitBias(const LogitBias &) {
+    return absl::OkStatus();
+  }
 };
 
 } // namespace kiln

@@ -132,6 +132,8 @@ void *EmuDevice::address(const Argument &a) {
     return sampling_.data();
   case Region::History:
     return history_.data();
+  case Region::LogitBias:
+    return logitBias_.data();
   }
   return nullptr;
 }

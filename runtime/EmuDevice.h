@@ -32,6 +32,8 @@ private:
   absl::Status sendTables() override { return absl::OkStatus(); }
   absl::Status readSampled(int64_t) override { return absl::OkStatus(); }
   absl::Status run(const std::vector<Launch> &launches) override;
+  // The kernels read logitBias_ itself.
+  absl::Status sendLogitBias(int32_t) override { return absl::OkStatus(); }
   absl::Status clearHistory(int32_t seq) override {
     std::fill_n(history_.begin() + int64_t(seq) * program_.vocab,
                 program_.vocab, 0);

@@ -34,20 +34,22 @@ absl::Status checkPrompt(const std::vector<int32_t> &prompt,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Generation> generate(Device &device,
-                                    const std::vector<int32_t> &prompt,
-                                    int64_t maxNewTokens, int64_t vocab,
-                                    const SamplingParams &sampling,
-                                    const GenerateHooks &hooks) {
+absl::StatusOr<Generation>
+generate(Device &device, const std::vector<int32_t> &prompt,
+         int64_t maxNewTokens, int64_t vocab, const SamplingParams &sampling,
+         const GenerateHooks &hooks, const LogitBias &bias, Continuation from) {
   Generation g;
   g.vocab = vocab;
   g.prompt = prompt;
   std::vector<int32_t> positions(prompt.size()); // [P]
-  std::iota(positions.begin(), positions.end(), 0);
+  std::iota(positions.begin(), positions.end(), from.start);
 
   // Step s of the run draws with (seed, s): a seed repeats a run.
   SamplingParams params = sampling;
   params.step = 0;
+  params.biased = bias.empty() ? 0 : 1;
+  if (absl::Status s = device.setLogitBias(bias); !s.ok())
+    return s;
   device.setSampling(params);
   auto start = std::chrono::steady_clock::now();
   auto logits = device.prefill(prompt, positions);
@@ -60,15 +62,17 @@ absl::StatusOr<Generation> generate(Device &device,
   // returned: a token outside it is a kernel bug, not a choice.
   // The tokens the sequence has seen, for the penalties (the device keeps
   // its own count; this one checks it).
-  std::vector<int32_t> seen(vocab, 0); // [V]
+  std::vector<int32_t> fresh;
+  std::vector<int32_t> &seen = from.seen ? *from.seen : fresh; // [V]
+  seen.resize(vocab, 0);
   for (int32_t t : prompt)
     ++seen[t];
   auto pick = [&](const float *row) -> absl::StatusOr<int32_t> {
     std::optional<int32_t> sampled = device.sampledToken();
     if (!sampled)
-      return sampleOnHost(row, vocab, params, seen.data());
+      return sampleOnHost(row, vocab, params, seen.data(), bias);
     if (absl::Status s =
-            checkSampled(row, vocab, params, *sampled, seen.data());
+            checkSampled(row, vocab, params, *sampled, seen.data(), bias);
         !s.ok())
       return absl::InternalError(absl::StrCat(device.name(), " device: step ",
                                               params.step, ": ", s.message()));
@@ -78,16 +82,18 @@ absl::StatusOr<Generation> generate(Device &device,
   if (!next.ok())
     return next.status();
   start = std::chrono::steady_clock::now();
+  g.held = from.start + int64_t(prompt.size());
   for (int64_t i = 0; i < maxNewTokens; ++i) {
     if (absl::c_linear_search(hooks.stopTokens, *next))
       break;
     g.tokens.push_back(*next);
     if (hooks.onToken && !hooks.onToken(*next))
       break;
+    ++g.held;
     params.step = uint32_t(i + 1);
     device.setSampling(params);
     ++seen[*next];
-    auto row = device.decode(*next, int32_t(prompt.size() + i));
+    auto row = device.decode(*next, int32_t(from.start + prompt.size() + i));
     if (!row.ok())
       return row.status();
     g.decodeLogits.insert(g.decodeLogits.end(), row->begin(), row->end());

@@ -23,6 +23,19 @@ struct Generation {
                                     // prefill row, tokens[i] fed at P + i
   std::vector<float> decodeLogits;  // [N, V]: after feeding tokens[i]
   double prefillSeconds = 0, decodeSeconds = 0;
+  /// Positions the device holds after it: where the prompt started, the
+  /// prompt, and the tokens fed back (all of `tokens` but one a stop
+  /// string ended on).
+  int64_t held = 0;
+};
+
+/// Where a generation continues a sequence the device already holds
+/// (a chat's next turn): its prompt goes at positions start, start + 1,
+/// ...; `seen` (null: counted afresh from the prompt) counts every token
+/// the sequence has seen, for the penalties, and is updated.
+struct Continuation {
+  int32_t start = 0;
+  std::vector<int32_t> *seen = nullptr; // [V]
 };
 
 /// What a caller may add to a generation: tokens that end it (not kept: an
@@ -46,12 +59,13 @@ absl::Status checkPrompt(const std::vector<int32_t> &prompt,
 /// tokens, each sampled as `sampling` says (by default greedily: the argmax,
 /// the lowest id winning a tie). A device that samples picks the tokens and
 /// the host checks each pick against the rule (runtime/Sampling.h); for
-/// one that does not, the host samples.
-absl::StatusOr<Generation> generate(Device &device,
-                                    const std::vector<int32_t> &prompt,
-                                    int64_t maxNewTokens, int64_t vocab,
-                                    const SamplingParams &sampling = {},
-                                    const GenerateHooks &hooks = {});
+/// one that does not, the host samples. `bias` is added to every step's
+/// logits before the rule.
+absl::StatusOr<Generation>
+generate(Device &device, const std::vector<int32_t> &prompt,
+         int64_t maxNewTokens, int64_t vocab,
+         const SamplingParams &sampling = {}, const GenerateHooks &hooks = {},
+         const LogitBias &bias = {}, Continuation from = {});
 
 /// Writes prompt_tokens, prefill_logits, decode_tokens and decode_logits in
 /// the layout of the fixtures' expected.safetensors.

@@ -216,6 +216,7 @@ PlanDevice::PlanDevice(Program program) : program_(std::move(program)) {
   int64_t seqs = std::max<int64_t>(p.sequences, 1);
   sampling_.assign(seqs, SamplingParams());
   tables_.assign(seqs * p.tableBlocks, 0);
+  logitBias_.assign(seqs * p.vocab, 0.0f);
   blocksOf_.assign(seqs, 0);
   // Slot 0's table for the one-sequence calls: the pool's first blocks.
   int64_t first = std::min(p.poolBlocks, p.tableBlocks);
@@ -271,7 +272,8 @@ PlanDevice::checkMemory(int64_t available, const std::string &what,
     weights += weightBufferBytes(w);
   int64_t rows = int64_t(tokens_.size());
   // Tables, sampling state and the step's inputs and outputs.
-  int64_t small = int64_t(tables_.size()) * 4 + p.sequences * p.vocab * 4 +
+  // (The history and the logit bias: [sequences, vocab] each.)
+  int64_t small = int64_t(tables_.size()) * 4 + p.sequences * p.vocab * 8 +
                   int64_t(sampling_.size() * sizeof(SamplingParams)) +
                   rows * 16 + p.counters * 4;
   std::vector<MemoryPart> parts = {{"weights", weights},
@@ -338,6 +340,23 @@ absl::Status PlanDevice::setTable(int32_t seq,
   blocksOf_[seq] = int64_t(blocks.size());
   tablesChanged_ = true; // sent with the next step's inputs, once
   return absl::OkStatus();
+}
+
+absl::Status PlanDevice::setLogitBias(int32_t seq, const LogitBias &bias) {
+  const Program &p = program_;
+  if (seq < 0 || seq >= p.sequences)
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), " device: no sequence slot ", seq));
+  float *row = &logitBias_[int64_t(seq) * p.vocab];
+  std::fill_n(row, p.vocab, 0.0f);
+  for (const auto &[token, b] : bias) {
+    if (token < 0 || token >= p.vocab)
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), " device: a logit bias for token ", token,
+                       ", outside the vocabulary of ", p.vocab));
+    row[token] += b;
+  }
+  return sendLogitBias(seq);
 }
 
 absl::Status

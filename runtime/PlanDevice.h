@@ -115,6 +115,9 @@ public:
   void setSampling(const SamplingParams &params) override {
     sampling_[0] = params;
   }
+  absl::Status setLogitBias(const LogitBias &bias) override {
+    return setLogitBias(0, bias);
+  }
   std::optional<int32_t> sampledToken() const override { return sampled_[0]; }
 
   // Several sequences (the Scheduler): slots 0 .. sequences() - 1, each
@@ -124,6 +127,9 @@ public:
   /// Makes `blocks` (pool block ids, in token order) the table of slot `seq`
   /// (sent to the device with the next step).
   absl::Status setTable(int32_t seq, std::span<const int32_t> blocks);
+  /// Makes `bias` the logit bias of slot `seq` (its sampling's `biased`
+  /// says whether the kernel adds it), sent to the device now.
+  absl::Status setLogitBias(int32_t seq, const LogitBias &bias);
   /// Runs tokens [S] of slot `seq` at positions start .. start + S - 1 (from
   /// 0: a new sequence, its history cleared) and samples its next token.
   absl::StatusOr<StepResult>
@@ -186,6 +192,8 @@ protected:
   virtual absl::Status sendInputs(int64_t rows) = 0;
   /// Sends the block tables (tables_).
   virtual absl::Status sendTables() = 0;
+  /// Sends slot `seq`'s row of logitBias_.
+  virtual absl::Status sendLogitBias(int32_t seq) = 0;
   /// Runs the launches in order.
   virtual absl::Status run(const std::vector<Launch> &launches) = 0;
   /// Zeroes the sampling history of slot `seq`: a new sequence.
@@ -205,6 +213,7 @@ protected:
   std::array<int32_t, 2> count_ = {0, 0};
   std::vector<SamplingParams> sampling_; // [sequences]
   std::vector<int32_t> tables_;          // [sequences, tableBlocks]
+  std::vector<float> logitBias_;         // [sequences, vocab]
   std::vector<int32_t> sampled_;         // [rows]
   StepTimes *timing_ = nullptr;          // the running step's, when timed
   bool everyLogit_ = true; // the running step reads every row's logits back

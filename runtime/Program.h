@@ -39,6 +39,8 @@ enum class Region {
   Sampling,    // SamplingParams [sequences]: how each sequence samples
   History,     // int32 [sequences, vocab]: how often each sequence has seen
                // each token
+  LogitBias,   // f32 [sequences, vocab]: each sequence's logit bias (the
+               // host's, sent when it changes)
   RowSequence, // int32 [rows]: the sequence (slot) of each row: a prefill's
                // rows are all one sequence, a batch's one row each
   Dequantized, // f16 [n, k]: a quantized weight dequantized for the cuBLAS

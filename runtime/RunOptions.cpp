@@ -1,5 +1,6 @@
 //===- RunOptions.cpp -----------------------------------------------------===//
 #include "runtime/RunOptions.h"
+#include "runtime/JsonRead.h"
 #include "runtime/LoraAdapter.h"
 
 #include "absl/strings/numbers.h"
@@ -18,6 +19,20 @@ namespace {
 absl::Status notA(const char *flag, const std::string &text, const char *what) {
   return absl::InvalidArgumentError(
       absl::StrCat("--", flag, ": '", text, "' is not ", what));
+}
+
+/// The report's sampling line; none when every step is greedy.
+std::string samplingLine(const SamplingParams &p) {
+  bool draws = p.temperature > 0 || (p.scheduleSteps && p.temperatureEnd > 0);
+  if (!draws || p.topK == 1)
+    return "";
+  std::string t = absl::StrFormat("temperature %.2f", p.temperature);
+  if (p.scheduleSteps)
+    t = absl::StrFormat("temperature %.2f -> %.2f over %u tokens",
+                        p.temperature, p.temperatureEnd, p.scheduleSteps);
+  return absl::StrFormat(
+      "  sampling  %s, top-k %d, top-p %.2f%s, seed %u\n", t, p.topK, p.topP,
+      p.minP > 0 ? absl::StrFormat(", min-p %.2f", p.minP) : "", p.seed);
 }
 } // namespace
 
@@ -85,7 +100,72 @@ absl::StatusOr<SamplingParams> parseSampling(const SamplingFlags &f) {
     return notA("presence-penalty", f.presencePenalty, "a number");
   if (!number(f.frequencyPenalty, p.frequencyPenalty))
     return notA("frequency-penalty", f.frequencyPenalty, "a number");
+  if (!number(f.minP, p.minP) || p.minP < 0 || p.minP > 1)
+    return notA("min-p", f.minP, "a number in [0, 1]");
+  if (!f.temperatureSchedule.empty()) {
+    std::vector<std::string> ends = absl::StrSplit(f.temperatureSchedule, ':');
+    if (ends.size() != 2 || !number(ends[0], p.temperature) ||
+        !number(ends[1], p.temperatureEnd) || p.temperature < 0 ||
+        p.temperatureEnd < 0)
+      return notA("temperature-schedule", f.temperatureSchedule,
+                  "T0:T1, two temperatures >= 0");
+    p.scheduleSteps = uint32_t(std::clamp<int64_t>(f.newTokens, 1, 1 << 30));
+  }
   return p;
+}
+
+absl::StatusOr<LogitBias> parseLogitBias(const std::string &text,
+                                         int64_t vocab) {
+  auto fault = [](const std::string &what) {
+    return absl::InvalidArgumentError(absl::StrCat("--logit-bias: ", what));
+  };
+  // (id, bias) as text, from the flag or the file.
+  std::vector<std::pair<std::string, std::string>> entries;
+  if (!text.empty() && text[0] == '@') {
+    const std::string path = text.substr(1);
+    std::ifstream in(path);
+    if (!in)
+      return fault(absl::StrCat("cannot read '", path, "'"));
+    nlohmann::json json =
+        nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded() || !json.is_object())
+      return fault(absl::StrCat(path, ": not a JSON object of token ids and "
+                                      "biases ({\"13\": -100})"));
+    for (const auto &[id, bias] : json.items()) {
+      if (!bias.is_number())
+        return fault(absl::StrCat(path, ": the bias of token '", id,
+                                  "' is not a number"));
+      entries.push_back({id, absl::StrCat(bias.get<double>())});
+    }
+  } else {
+    for (absl::string_view part :
+         absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+      std::pair<std::string, std::string> kv =
+          absl::StrSplit(part, absl::MaxSplits('=', 1));
+      if (std::string(part).find('=') == std::string::npos)
+        return fault(
+            absl::StrCat("'", std::string(part), "' is not ID=BIAS (13=-100)"));
+      entries.push_back(kv);
+    }
+  }
+  LogitBias out;
+  for (const auto &[idText, biasText] : entries) {
+    int32_t id;
+    float bias;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(idText), &id) || id < 0 ||
+        id >= vocab)
+      return fault(absl::StrCat("token '", idText,
+                                "' is not a token id in [0, ", vocab, ")"));
+    if (!absl::SimpleAtof(absl::StripAsciiWhitespace(biasText), &bias) ||
+        std::isnan(bias) || bias == INFINITY)
+      return fault(absl::StrCat("the bias of token ", id, ", '", biasText,
+                                "', is not a number (or -inf)"));
+    for (const auto &[seen, b] : out)
+      if (seen == id)
+        return fault(absl::StrCat("token ", id, " is given twice"));
+    out.push_back({id, bias});
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<int32_t>> parseStopIds(const std::string &text,
@@ -148,10 +228,7 @@ std::string generationReport(const std::string &model,
   if (!g.tokens.empty())
     absl::StrAppendFormat(&out, "  decode    %.3f ms/token\n",
                           g.decodeSeconds * 1e3 / g.tokens.size());
-  if (!sampling.greedy())
-    absl::StrAppendFormat(
-        &out, "  sampling  temperature %.2f, top-k %d, top-p %.2f, seed %u\n",
-        sampling.temperature, sampling.topK, sampling.topP, sampling.seed);
+  out += samplingLine(sampling);
   if (sampling.repetitionPenalty != 1 || sampling.presencePenalty != 0 ||
       sampling.frequencyPenalty != 0)
     absl::StrAppendFormat(&out,
@@ -196,7 +273,7 @@ absl::StatusOr<RunResult> runRequests(Device &device, int64_t vocab,
         return s;
     for (const Request &r : requests) {
       auto g = generate(device, r.prompt, r.maxNewTokens, vocab, r.sampling,
-                        r.hooks);
+                        r.hooks, r.logitBias);
       if (!g.ok())
         return g.status();
       SchedulerStats &st = out.stats;
@@ -301,10 +378,7 @@ std::string batchReport(const std::string &model, const std::string &device,
                         "  total     %d new tokens in %.2f s: %.1f tokens/s\n",
                         st.newTokens, run.seconds,
                         run.seconds > 0 ? st.newTokens / run.seconds : 0.0);
-  if (!sampling.greedy())
-    absl::StrAppendFormat(
-        &out, "  sampling  temperature %.2f, top-k %d, top-p %.2f, seed %u\n",
-        sampling.temperature, sampling.topK, sampling.topP, sampling.seed);
+  out += samplingLine(sampling);
   for (size_t i = 0; i < run.completions.size(); ++i) {
     const Completion &c = run.completions[i];
     const Generation &g = c.generation;

@@ -41,10 +41,20 @@ struct SamplingFlags {
   std::string temperature = "0", topK = "0", topP = "1", seed = "0";
   std::string repetitionPenalty = "1", presencePenalty = "0",
               frequencyPenalty = "0";
+  std::string minP = "0";
+  std::string temperatureSchedule; // "T0:T1", or empty: none
+  int64_t newTokens = 0;           // --max-new-tokens: the schedule's length
 };
 
-/// --temperature, --top-k, --top-p, --seed and the penalties, each checked.
+/// --temperature, --top-k, --top-p, --seed, the penalties, --min-p and
+/// --temperature-schedule (which sets the temperature itself), each checked.
 absl::StatusOr<SamplingParams> parseSampling(const SamplingFlags &flags);
+
+/// --logit-bias ID=BIAS,...: a bias per token id (a number, or -inf to ban
+/// it), or @FILE.json: an object {"ID": BIAS, ...} as OpenAI's logit_bias.
+/// Ids must lie in the vocabulary and be given once.
+absl::StatusOr<LogitBias> parseLogitBias(const std::string &text,
+                                         int64_t vocab);
 
 /// --stop-ids 2,13: token ids that end a generation.
 absl::StatusOr<std::vector<int32_t>> parseStopIds(const std::string &text,

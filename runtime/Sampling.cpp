@@ -59,7 +59,7 @@ double candidateProbs(const float *logits, int64_t vocab,
   double z = 0;
   for (int64_t i = 0; i < vocab; ++i)
     if (key(logits[i]) >= cut) {
-      probs[i] = std::exp((logits[i] - top) * (1.0f / p.temperature));
+      probs[i] = std::exp((logits[i] - top) * (1.0f / p.temperatureAt()));
       z += probs[i];
     }
   return z;
@@ -91,9 +91,23 @@ uint32_t threshold(const float *logits, int64_t vocab, const SamplingParams &p,
 }
 } // namespace
 
+float SamplingParams::temperatureAt() const {
+  if (scheduleSteps == 0 || step == 0)
+    return temperature;
+  if (step >= scheduleSteps - 1)
+    return temperatureEnd;
+  // fma, as the kernel's fmaf: one rounding on both.
+  return std::fma(temperatureEnd - temperature,
+                  float(step) / float(scheduleSteps - 1), temperature);
+}
+
 std::vector<float> penalize(const float *logits, int64_t vocab,
-                            const SamplingParams &p, const int32_t *seen) {
+                            const SamplingParams &p, const int32_t *seen,
+                            const LogitBias &bias) {
   std::vector<float> out(logits, logits + vocab); // [V]
+  for (const auto &[token, b] : bias)
+    if (token >= 0 && token < vocab)
+      out[token] += b;
   for (int64_t i = 0; seen && i < vocab; ++i)
     if (seen[i] > 0) {
       float &l = out[i];
@@ -107,35 +121,50 @@ float samplingUniform(uint32_t seed, uint32_t step) {
   return float(hash(seed ^ hash(step)) >> 8) * (1.0f / 16777216.0f);
 }
 
+std::vector<float> candidateWeights(const float *logits, int64_t vocab,
+                                    const SamplingParams &p) {
+  std::vector<float> weights(vocab, 0.0f); // [V]
+  if (p.greedy()) {
+    weights[firstLargest(logits, vocab)] = 1.0f;
+    return weights;
+  }
+  std::vector<float> probs; // [V]
+  uint32_t thr = threshold(logits, vocab, p, probs);
+  // min-p last (transformers' order): the likeliest candidate's weight is
+  // 1, so the cut is the weight itself.
+  for (int64_t i = 0; i < vocab; ++i)
+    if (key(logits[i]) >= thr && probs[i] >= p.minP)
+      weights[i] = probs[i];
+  return weights;
+}
+
 int32_t sampleOnHost(const float *raw, int64_t vocab, const SamplingParams &p,
-                     const int32_t *seen) {
-  std::vector<float> penalized = penalize(raw, vocab, p, seen); // [V]
+                     const int32_t *seen, const LogitBias &bias) {
+  std::vector<float> penalized = penalize(raw, vocab, p, seen, bias); // [V]
   const float *logits = penalized.data();
   if (p.greedy())
     return firstLargest(logits, vocab);
-  std::vector<float> probs; // [V]
-  uint32_t thr = threshold(logits, vocab, p, probs);
+  std::vector<float> weights = candidateWeights(logits, vocab, p); // [V]
   double total = 0;
-  for (int64_t i = 0; i < vocab; ++i)
-    if (key(logits[i]) >= thr)
-      total += probs[i];
+  for (float w : weights)
+    total += w;
   double r = samplingUniform(p.seed, p.step) * total;
   int32_t pick = firstLargest(logits, vocab);
   for (int64_t i = 0; i < vocab; ++i) {
-    if (key(logits[i]) < thr || probs[i] <= 0)
+    if (weights[i] <= 0)
       continue;
     pick = int32_t(i);
-    if (r < probs[i])
+    if (r < weights[i])
       break;
-    r -= probs[i];
+    r -= weights[i];
   }
   return pick;
 }
 
 absl::Status checkSampled(const float *raw, int64_t vocab,
                           const SamplingParams &p, int32_t token,
-                          const int32_t *seen) {
-  std::vector<float> penalized = penalize(raw, vocab, p, seen); // [V]
+                          const int32_t *seen, const LogitBias &bias) {
+  std::vector<float> penalized = penalize(raw, vocab, p, seen, bias); // [V]
   const float *logits = penalized.data();
   if (token < 0 || token >= vocab)
     return absl::InternalError(
@@ -171,6 +200,10 @@ absl::Status checkSampled(const float *raw, int64_t vocab,
   if (probs[token] <= 0)
     return absl::InternalError(
         absl::StrCat("sampled token ", token, " has no probability"));
+  if (probs[token] < p.minP * (1 - 1e-5f))
+    return absl::InternalError(absl::StrCat(
+        "sampled token ", token, " is ", probs[token],
+        " times as likely as the likeliest, below min_p ", p.minP));
   return absl::OkStatus();
 }
 

@@ -43,10 +43,10 @@ absl::Status Scheduler::check(Running &r, const float *logits, int32_t token) {
   if (!options_.keepLogits)
     return absl::OkStatus();
   const Request &req = requests_[r.id];
-  SamplingParams params = req.sampling;
-  params.step = uint32_t(completions_[r.id].generation.tokens.size());
-  if (absl::Status s =
-          checkSampled(logits, vocab_, params, token, r.seen.data());
+  SamplingParams params =
+      req.samplingAt(uint32_t(completions_[r.id].generation.tokens.size()));
+  if (absl::Status s = checkSampled(logits, vocab_, params, token,
+                                    r.seen.data(), req.logitBias);
       !s.ok())
     return absl::InternalError(absl::StrCat(device_.name(), " device: request ",
                                             r.id, " step ", params.step, ": ",
@@ -97,8 +97,10 @@ absl::Status Scheduler::admit() {
         !s.ok())
       return s;
     r.tableSent = int64_t(blocks_.blockTable(id).size());
-    SamplingParams params = req.sampling;
-    params.step = 0; // step s of a request draws with (seed, s)
+    if (absl::Status s = device_.setLogitBias(slot, req.logitBias); !s.ok())
+      return s;
+    // Step s of a request draws with (seed, s).
+    SamplingParams params = req.samplingAt(0);
     auto start = std::chrono::steady_clock::now();
     auto out = device_.prefillSequence(slot, req.prompt, 0, params,
                                        options_.keepLogits);
@@ -154,9 +156,8 @@ std::vector<BatchRow> Scheduler::accept() {
     }
     if (options_.keepLogits)
       ++r.seen[r.next];
-    SamplingParams params = req.sampling;
-    params.step = uint32_t(g.tokens.size());
-    rows.push_back({r.slot, r.next, position, params});
+    rows.push_back(
+        {r.slot, r.next, position, req.samplingAt(uint32_t(g.tokens.size()))});
     ++i;
   }
   return rows;

@@ -27,7 +27,17 @@ struct Request {
   std::vector<int32_t> prompt;
   int64_t maxNewTokens = 16;
   SamplingParams sampling;
+  LogitBias logitBias; // added to its logits at every step
   GenerateHooks hooks;
+
+  /// How step `step` of it samples: `sampling` at that step, `biased`
+  /// when it has a logit bias.
+  SamplingParams samplingAt(uint32_t step) const {
+    SamplingParams p = sampling;
+    p.step = step;
+    p.biased = logitBias.empty() ? 0 : 1;
+    return p;
+  }
 };
 
 /// How a request ended: its generation (the logits too when the scheduler

@@ -96,13 +96,18 @@ std::unique_ptr<Tokenizer> Tokenizer::openFile(const std::string &path,
 }
 
 std::vector<int32_t> Tokenizer::encode(const std::string &text) const {
-  std::vector<int> ids;
-  sp_->Encode(text, &ids).IgnoreError(); // a loaded model encodes any text
   std::vector<int32_t> out;
   if (addBos_ && sp_->bos_id() >= 0)
     out.push_back(sp_->bos_id());
+  std::vector<int32_t> ids = encodeText(text);
   out.insert(out.end(), ids.begin(), ids.end());
   return out;
+}
+
+std::vector<int32_t> Tokenizer::encodeText(const std::string &text) const {
+  std::vector<int> ids;
+  sp_->Encode(text, &ids).IgnoreError(); // a loaded model encodes any text
+  return {ids.begin(), ids.end()};
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
@@ -116,6 +121,7 @@ std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
 }
 
 int32_t Tokenizer::eos() const { return sp_->eos_id(); }
+int32_t Tokenizer::bos() const { return sp_->bos_id(); }
 
 TextStream::TextStream(const Tokenizer &tokenizer, std::vector<int32_t> prompt,
                        Sink sink, std::vector<std::string> stops)

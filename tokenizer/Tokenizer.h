@@ -42,10 +42,13 @@ public:
   /// The ids of `text`, after the beginning-of-sequence id (as Llama 2's
   /// generation does; a GGUF file may say not to: add_bos_token).
   std::vector<int32_t> encode(const std::string &text) const;
+  /// The ids of `text` alone (no beginning-of-sequence id).
+  std::vector<int32_t> encodeText(const std::string &text) const;
   /// Ids past the tokenizer's pieces (a model vocabulary larger than the
   /// tokenizer's) decode to nothing.
   std::string decode(const std::vector<int32_t> &ids) const;
   int32_t eos() const;
+  int32_t bos() const;
 
 private:
   Tokenizer();

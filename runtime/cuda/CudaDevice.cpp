@@ -306,6 +306,7 @@ absl::Status CudaDevice::allocate(const WeightProvider &weights) {
       {Region::BlockTable, int64_t(tables_.size()) * 4},
       {Region::Sampled, rows * 4},
       {Region::History, p.sequences * p.vocab * 4},
+      {Region::LogitBias, p.sequences * p.vocab * 4},
       {Region::Tokens, inputBytes()}};
   size_t free = 0, all = 0;
   KILN_CU(memGetInfo(&free, &all));
@@ -416,6 +417,14 @@ absl::Status CudaDevice::sendInputs(int64_t) {
               sampling_.size() * sizeof(SamplingParams));
   KILN_CU(
       memcpyHtoD(regions_[Region::Tokens], staging_.data(), staging_.size()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::sendLogitBias(int32_t seq) {
+  int64_t floats = program_.vocab;
+  KILN_CU(memcpyHtoD(regions_[Region::LogitBias] +
+                         CUdeviceptr(int64_t(seq) * floats * 4),
+                     logitBias_.data() + int64_t(seq) * floats, floats * 4));
   return absl::OkStatus();
 }
 

@@ -95,6 +95,7 @@ private:
   absl::Status sendTables() override;
   absl::Status run(const std::vector<Launch> &launches) override;
   absl::Status clearHistory(int32_t seq) override;
+  absl::Status sendLogitBias(int32_t seq) override;
   absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
   absl::Status readSampled(int64_t rows) override;
   absl::Status allocate(const WeightProvider &weights);

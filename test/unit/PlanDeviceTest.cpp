@@ -33,6 +33,7 @@ public:
 private:
   absl::Status sendInputs(int64_t) override { return absl::OkStatus(); }
   absl::Status sendTables() override { return absl::OkStatus(); }
+  absl::Status sendLogitBias(int32_t) override { return absl::OkStatus(); }
   absl::Status run(const std::vector<Launch> &) override {
     return absl::OkStatus();
   }
@@ -107,6 +108,7 @@ public:
 private:
   absl::Status sendInputs(int64_t) override { return absl::OkStatus(); }
   absl::Status sendTables() override { return absl::OkStatus(); }
+  absl::Status sendLogitBias(int32_t) override { return absl::OkStatus(); }
   absl::Status run(const std::vector<Launch> &launches) override {
     ran.clear();
     for (const Launch &l : launches)

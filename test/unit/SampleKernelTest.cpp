@@ -33,22 +33,28 @@ protected:
 
   /// The kernel's token for the last of `rows` rows of logits; the rows'
   /// input tokens (`tokens`, one per row, 0 when not given) join `history`
-  /// (a fresh one when not given) first.
+  /// (a fresh one when not given) first. `bias` is the sequence's logit
+  /// bias row (p.biased says whether it applies).
   int32_t sample(const std::vector<float> &logits, SamplingParams p,
                  std::vector<int32_t> tokens = {},
-                 std::vector<int32_t> *history = nullptr) {
-    int32_t count = int32_t(logits.size() / kVocab), token = -1;
-    tokens.resize(count, 0);
+                 std::vector<int32_t> *history = nullptr,
+                 const LogitBias &bias = {}) {
+    int32_t count[2] = {int32_t(logits.size() / kVocab), 0}, token = -1;
+    tokens.resize(count[0], 0);
     std::vector<int32_t> fresh(kVocab, 0); // [V]
     std::vector<int32_t> &seen = history ? *history : fresh;
+    std::vector<float> biasRow(kVocab, 0.0f); // [V]
+    for (auto [t, b] : bias)
+      biasRow[t] += b;
     std::vector<float> scratch(2 * kVocab); // [2, V]
-    std::vector<int32_t> seqs(count, 0);    // [rows]: all one sequence
+    std::vector<int32_t> seqs(count[0], 0); // [rows]: all one sequence
     void *args[] = {const_cast<float *>(logits.data()),
-                    &count,
+                    count,
                     &p,
                     tokens.data(),
                     seqs.data(),
                     seen.data(),
+                    biasRow.data(),
                     scratch.data(),
                     &token};
     launch_(1, 1, 1, threads_, args);
@@ -131,6 +137,48 @@ TEST_F(SampleKernel, PenaltiesFollowTheHostRuleAndTheHistory) {
   EXPECT_EQ(seen[3], 1);
 }
 
+TEST_F(SampleKernel, BiasMinPAndScheduleFollowTheHostRule) {
+  // A logit bias (a boost, a ban), min-p and a temperature schedule from 1.4
+  // to 0 over 30 steps: the kernel draws the host rule's token at every
+  // step, the banned token never, and the schedule's last step is greedy.
+  std::mt19937 rng(4);
+  const LogitBias bias = {{3, 2.5f}, {9, -INFINITY}, {20, -1.0f}};
+  SamplingParams p{1.4f, 0.95f, 0, 41, 0};
+  p.minP = 0.05f;
+  p.temperatureEnd = 0.0f;
+  p.scheduleSteps = 30;
+  p.biased = 1;
+  for (uint32_t step = 0; step < 30; ++step) {
+    std::vector<float> logits = randomLogits(rng, 1);
+    logits[9] += 8.0f; // the largest, but banned
+    p.step = step;
+    int32_t token = sample(logits, p, {}, nullptr, bias);
+    ASSERT_EQ(token, sampleOnHost(logits.data(), kVocab, p, nullptr, bias))
+        << "step " << step << ", temperature " << p.temperatureAt();
+    ASSERT_TRUE(
+        checkSampled(logits.data(), kVocab, p, token, nullptr, bias).ok());
+    EXPECT_NE(token, 9);
+  }
+  EXPECT_FLOAT_EQ((SamplingParams{.temperature = 1.4f,
+                                  .step = 10,
+                                  .temperatureEnd = 0.0f,
+                                  .scheduleSteps = 21}
+                       .temperatureAt()),
+                  0.7f);
+  EXPECT_TRUE((SamplingParams{.temperature = 1.4f,
+                              .step = 29,
+                              .temperatureEnd = 0.0f,
+                              .scheduleSteps = 30}
+                   .greedy()));
+  // Unbiased (biased = 0), the kernel ignores the row: 9 wins greedily.
+  std::vector<float> logits(kVocab, 0.0f);
+  logits[9] = 1.0f;
+  EXPECT_EQ(sample(logits, {}, {}, nullptr, bias), 9);
+  SamplingParams greedy;
+  greedy.biased = 1;
+  EXPECT_EQ(sample(logits, greedy, {}, nullptr, bias), 3);
+}
+
 TEST_F(SampleKernel, FrequenciesFollowTheProbabilities) {
   // p_i proportional to i + 1 for i < 4 (logits log(i + 1)), the rest
   // outside top-k 4: frequencies within 5 standard deviations of n * p_i.
@@ -162,13 +210,15 @@ TEST_F(SampleKernel, ABatchSamplesEveryRowAsItsSequence) {
       {1.1f, 1.0f, 8, 32, 9, 1.0f, 0.3f, 0.1f}}; // sequence 2
   std::vector<int32_t> history(3 * kVocab, 0);   // [sequences, V]
   history[2 * kVocab + 9] = 2;
+  std::vector<float> bias(3 * kVocab, 0.0f); // [sequences, V]
+  bias[0 * kVocab + 17] = 4.0f;              // sequence 0's, not sequence 2's
+  params[0].biased = 1;
   std::vector<float> scratch(rows * 2 * kVocab); // [rows, 2, V]
   std::vector<int32_t> sampled(rows, -1);        // [rows]
-  int32_t n = count;
-  void *args[] = {logits.data(),  &n,
-                  params.data(),  tokens.data(),
-                  seqs.data(),    history.data(),
-                  scratch.data(), sampled.data()};
+  int32_t n[2] = {count, 0};
+  void *args[] = {
+      logits.data(),  n,           params.data(),  tokens.data(), seqs.data(),
+      history.data(), bias.data(), scratch.data(), sampled.data()};
   launch_(rows, 1, 1, threads_, args);
   for (int b = 0; b < count; ++b) {
     std::vector<int32_t> seen(kVocab, 0); // [V]
@@ -176,8 +226,11 @@ TEST_F(SampleKernel, ABatchSamplesEveryRowAsItsSequence) {
       seen[9] = 2;
     ++seen[tokens[b]];
     const float *row = &logits[b * kVocab];
+    LogitBias mine;
+    if (seqs[b] == 0)
+      mine = {{17, 4.0f}};
     EXPECT_EQ(sampled[b],
-              sampleOnHost(row, kVocab, params[seqs[b]], seen.data()))
+              sampleOnHost(row, kVocab, params[seqs[b]], seen.data(), mine))
         << "row " << b;
     EXPECT_EQ(history[seqs[b] * kVocab + tokens[b]], seen[tokens[b]]);
   }
@@ -194,6 +247,12 @@ TEST(Sampling, CheckSampledNamesTheCut) {
   EXPECT_TRUE(checkSampled(logits, 4, topP, 0).ok());
   EXPECT_FALSE(checkSampled(logits, 4, topP, 1).ok());
   EXPECT_FALSE(checkSampled(logits, 4, {}, 1).ok()); // greedy: 0 only
+  SamplingParams minP{1.0f, 1.0f, 0, 0, 0};
+  minP.minP = 0.3f; // exp(-1) = 0.37 stays, exp(-2) = 0.14 goes
+  EXPECT_TRUE(checkSampled(logits, 4, minP, 1).ok());
+  EXPECT_EQ(checkSampled(logits, 4, minP, 2).message(),
+            "sampled token 2 is 0.135335 times as likely as the likeliest, "
+            "below min_p 0.3");
 }
 
 } // namespace

@@ -3,7 +3,8 @@
 //   kiln-run model.kiln (--weights FOLDER | --random-weights)
 //            --prompt-ids 1,2,3[;4,5,...] | --prompt-ids @FILE
 //            [--max-new-tokens N] [--device cuda|emu] [--dump-logits F]
-//            [--temperature T] [--top-k K] [--top-p P] [--seed S]
+//            [--temperature T | --temperature-schedule T0:T1] [--top-k K]
+//            [--top-p P] [--min-p M] [--seed S] [--logit-bias ID=B,...]
 //            [--max-batch B] [--no-logits] [--repeat N] [--profile]
 //
 // Several prompts run as a batch, with continuous batching (at most B
@@ -41,6 +42,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 
 using namespace kiln;
 
@@ -55,8 +57,10 @@ const char *kUsage =
     "usage: kiln-run BUNDLE (--weights FOLDER | --random-weights) "
     "--prompt-ids 1,2,3[;4,5,...]|@FILE "
     "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
-    "[--temperature T] [--top-k K] [--top-p P] [--seed S] "
+    "[--temperature T | --temperature-schedule T0:T1] [--top-k K] "
+    "[--top-p P] [--min-p M] [--seed S] "
     "[--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F] "
+    "[--logit-bias ID=BIAS,...|@FILE.json] "
     "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N] "
     "[--profile]; or "
     "kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N] "
@@ -169,6 +173,9 @@ int main(int argc, char **argv) {
                                               {"repetition-penalty", "1"},
                                               {"presence-penalty", "0"},
                                               {"frequency-penalty", "0"},
+                                              {"min-p", "0"},
+                                              {"temperature-schedule", ""},
+                                              {"logit-bias", ""},
                                               {"stop-ids", ""},
                                               {"max-batch", "0"},
                                               {"no-logits", "false"},
@@ -178,6 +185,7 @@ int main(int argc, char **argv) {
                                               {"repeats", "10"},
                                               {"measurements", ""}};
   std::string bundlePath;
+  std::set<std::string> given; // the flags the command line sets
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -214,6 +222,7 @@ int main(int argc, char **argv) {
                       absl::StrCat("unknown flag --", name, "; ", kUsage)),
                   2);
     flags[name] = value;
+    given.insert(name);
   }
   if (!flags["time-candidates"].empty()) {
     if (!bundlePath.empty() || !flags["weights"].empty() ||
@@ -258,10 +267,16 @@ int main(int argc, char **argv) {
   auto maxNew = parseMaxNewTokens(flags["max-new-tokens"]);
   if (!maxNew.ok())
     return fail(maxNew.status(), 2);
+  if (given.count("temperature") && !flags["temperature-schedule"].empty())
+    return fail(absl::InvalidArgumentError(
+                    "--temperature-schedule: sets the temperature; give "
+                    "--temperature or the schedule"),
+                2);
   auto sampling =
       parseSampling({flags["temperature"], flags["top-k"], flags["top-p"],
                      flags["seed"], flags["repetition-penalty"],
-                     flags["presence-penalty"], flags["frequency-penalty"]});
+                     flags["presence-penalty"], flags["frequency-penalty"],
+                     flags["min-p"], flags["temperature-schedule"], *maxNew});
   if (!sampling.ok())
     return fail(sampling.status(), 2);
   const std::string &device = flags["device"];
@@ -299,10 +314,13 @@ int main(int argc, char **argv) {
   auto stopIds = parseStopIds(flags["stop-ids"], c.vocabSize);
   if (!stopIds.ok())
     return fail(stopIds.status(), 2);
+  auto bias = parseLogitBias(flags["logit-bias"], c.vocabSize);
+  if (!bias.ok())
+    return fail(bias.status(), 2);
   std::vector<Request> requests;
   for (std::vector<int32_t> &prompt : *prompts)
     requests.push_back(
-        {std::move(prompt), *maxNew, *sampling, {*stopIds, nullptr}});
+        {std::move(prompt), *maxNew, *sampling, *bias, {*stopIds, nullptr}});
   absl::StatusOr<RunResult> run;
   RunProfile profile;
   for (int64_t i = 0; i < repeat; ++i) {

@@ -8,7 +8,9 @@
 #include "runtime/Generate.h"
 #include "runtime/RunOptions.h"
 #include "runtime/cuda/CudaDevice.h"
+#include "tokenizer/ChatTemplate.h"
 #include "tokenizer/Tokenizer.h"
+#include "tools/kiln/Chat.h"
 #include "tools/kiln/Commands.h"
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <iostream>
+
+#include <unistd.h>
 
 namespace cl = llvm::cl;
 
@@ -111,6 +116,21 @@ cl::opt<std::string>
                   cl::desc("Subtract this times the times a token was seen "
                            "from its logit (default 0)"),
                   cl::init("0"), cl::sub(runCommand()));
+cl::opt<std::string> minPFlag(
+    "min-p",
+    cl::desc("Sample among the tokens at least this times as likely as the "
+             "likeliest (after top-k and top-p; default 0: all)"),
+    cl::init("0"), cl::sub(runCommand()));
+cl::opt<std::string> temperatureScheduleFlag(
+    "temperature-schedule",
+    cl::desc("A temperature going linearly from T0 (the first new token) to "
+             "T1 (the last of --max-new-tokens), in place of --temperature"),
+    cl::value_desc("T0:T1"), cl::sub(runCommand()));
+cl::opt<std::string> logitBiasFlag(
+    "logit-bias",
+    cl::desc("Add BIAS to token ID's logit before sampling (-inf bans it): "
+             "ID=BIAS,..., or @FILE.json holding {\"ID\": BIAS, ...}"),
+    cl::value_desc("ID=BIAS,..."), cl::sub(runCommand()));
 cl::opt<std::string> stopIdsFlag("stop-ids",
                                  cl::desc("Token ids that end the generation "
                                           "(not kept): 2,13"),
@@ -121,6 +141,24 @@ cl::list<std::string> stopStrings(
     cl::desc("End the generation before this text (with --prompt; may be "
              "given more than once)"),
     cl::value_desc("text"), cl::sub(runCommand()));
+
+cl::opt<bool> chatFlag(
+    "chat",
+    cl::desc("Chat with a Llama 2 chat model: the prompt is built as Meta's "
+             "chat_completion builds it ([INST], <<SYS>>), from --prompt (a "
+             "user message), --conversation, or else from turns read from "
+             "standard input (a line each), the conversation's KV cache kept "
+             "between them (docs/chat.md)"),
+    cl::sub(runCommand()));
+cl::opt<std::string> systemFlag("system",
+                                cl::desc("The system prompt of --chat"),
+                                cl::value_desc("text"), cl::sub(runCommand()));
+cl::opt<std::string> conversationFlag(
+    "conversation",
+    cl::desc("A conversation for --chat: a JSON array of {\"role\", "
+             "\"content\"} messages (system, then user and assistant "
+             "alternating, ending with the user's)"),
+    cl::value_desc("file.json"), cl::sub(runCommand()));
 
 cl::opt<bool> randomWeights(
     "random-weights",
@@ -153,6 +191,49 @@ absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
 }
 
 int runRun() {
+  if (!chatFlag && (!systemFlag.empty() || !conversationFlag.empty()))
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+                    !systemFlag.empty() ? "--system" : "--conversation",
+                    ": needs --chat")),
+                2);
+  if (chatFlag && !promptIds.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--chat: builds the prompt from text (--prompt, "
+                    "--conversation or turns on standard input), not "
+                    "--prompt-ids"),
+                2);
+  if (!conversationFlag.empty() && !promptTexts.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--conversation and --prompt: give the conversation one "
+                    "way"),
+                2);
+  // --chat with neither: turns from standard input.
+  const bool interactive =
+      chatFlag && promptTexts.empty() && conversationFlag.empty();
+  if (interactive && !dumpLogits.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--dump-logits: an interactive chat writes no logits"),
+                2);
+  // A conversation read now: its faults before anything is compiled.
+  std::vector<ChatMessage> conversation;
+  if (!conversationFlag.empty()) {
+    auto read = readConversation(conversationFlag);
+    if (!read.ok())
+      return fail(read.status());
+    conversation = std::move(*read);
+    if (!systemFlag.empty()) {
+      if (!conversation.empty() && conversation[0].role == "system")
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+                        "--system: ", std::string(conversationFlag),
+                        " has a system message already")),
+                    2);
+      conversation.insert(conversation.begin(), {"system", systemFlag});
+    }
+    if (absl::Status s = checkConversation(conversation, conversationFlag);
+        !s.ok())
+      return fail(s);
+  }
+  const bool textual = !promptTexts.empty() || chatFlag;
   if (!promptTexts.empty() && !promptIds.empty())
     return fail(absl::InvalidArgumentError(
                     "--prompt and --prompt-ids: give the prompt one way"),
@@ -161,11 +242,11 @@ int runRun() {
     return fail(absl::InvalidArgumentError(
                     "--no-logits: there are no logits for --dump-logits"),
                 2);
-  if (!tokenizerFile.empty() && promptTexts.empty())
+  if (!tokenizerFile.empty() && !textual)
     return fail(absl::InvalidArgumentError(
                     "--tokenizer: a tokenizer is for a text prompt (--prompt)"),
                 2);
-  if (!stopStrings.empty() && promptTexts.empty())
+  if (!stopStrings.empty() && !textual)
     return fail(absl::InvalidArgumentError(
                     "--stop: stop strings need a text prompt (--prompt) and "
                     "the model's tokenizer"),
@@ -177,14 +258,14 @@ int runRun() {
   // Text is tokenized once the model's folder is known.
   absl::StatusOr<std::vector<std::vector<int32_t>>> prompts =
       std::vector<std::vector<int32_t>>();
-  if (promptTexts.empty())
+  if (!textual)
     prompts = parsePromptIds(promptIds);
   if (!prompts.ok())
     return fail(prompts.status(), 2);
   std::unique_ptr<Tokenizer> tokenizer;
   auto tokenize = [&](const std::string &folder,
                       int64_t vocab) -> absl::Status {
-    if (promptTexts.empty())
+    if (!textual)
       return absl::OkStatus();
     std::string error;
     tokenizer = tokenizerFile.empty()
@@ -192,8 +273,30 @@ int runRun() {
                     : Tokenizer::openFile(tokenizerFile, vocab, error);
     if (!tokenizer)
       return absl::InvalidArgumentError(error);
-    for (const std::string &text : promptTexts)
-      prompts->push_back(tokenizer->encode(text));
+    if (!chatFlag) {
+      for (const std::string &text : promptTexts)
+        prompts->push_back(tokenizer->encode(text));
+      return absl::OkStatus();
+    }
+    // Chat: a conversation, or each --prompt a user message of its own.
+    std::vector<std::vector<ChatMessage>> dialogs;
+    if (!conversation.empty())
+      dialogs.push_back(conversation);
+    for (const std::string &text : promptTexts) {
+      dialogs.emplace_back();
+      if (!systemFlag.empty())
+        dialogs.back().push_back({"system", systemFlag});
+      dialogs.back().push_back({"user", text});
+    }
+    for (const std::vector<ChatMessage> &dialog : dialogs) {
+      auto ids = llama2ChatTokens(*tokenizer, dialog,
+                                  conversation.empty()
+                                      ? std::string("--prompt")
+                                      : std::string(conversationFlag));
+      if (!ids.ok())
+        return ids.status();
+      prompts->push_back(std::move(*ids));
+    }
     return absl::OkStatus();
   };
   auto maxNew = parseMaxNewTokens(maxNewTokensFlag);
@@ -202,7 +305,10 @@ int runRun() {
   int64_t maxNewTokens = *maxNew;
   // The prompt checks (runtime/) name --prompt-ids; a text prompt's faults
   // name --prompt, the flag the user gave.
-  const std::string promptFlag = promptTexts.empty() ? "prompt-ids" : "prompt";
+  const std::string promptFlag = !conversationFlag.empty() ? "conversation"
+                                 : interactive             ? "chat"
+                                 : promptTexts.empty()     ? "prompt-ids"
+                                                           : "prompt";
   // The context the prompts are held to: max_position_embeddings, or past
   // it the compiled one (--max-context, where RoPE is scaled); a shorter
   // compiled context is the scheduler's to check.
@@ -217,9 +323,17 @@ int runRun() {
   };
   // Known once the vocabulary is; checked before a device is picked.
   absl::StatusOr<std::vector<int32_t>> stopIds = std::vector<int32_t>();
+  absl::StatusOr<LogitBias> logitBias = LogitBias();
+  if (temperatureFlag.getNumOccurrences() > 0 &&
+      !temperatureScheduleFlag.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--temperature-schedule: sets the temperature; give "
+                    "--temperature or the schedule"),
+                2);
   auto samplingOr =
       parseSampling({temperatureFlag, topKFlag, topPFlag, seedFlag,
-                     repetitionFlag, presenceFlag, frequencyFlag});
+                     repetitionFlag, presenceFlag, frequencyFlag, minPFlag,
+                     temperatureScheduleFlag, maxNewTokens});
   if (!samplingOr.ok())
     return fail(samplingOr.status(), 2);
   const SamplingParams &sampling = *samplingOr;
@@ -319,6 +433,8 @@ int runRun() {
       return fail(s);
     if (stopIds = parseStopIds(stopIdsFlag, c.vocabSize); !stopIds.ok())
       return fail(stopIds.status(), 2);
+    if (logitBias = parseLogitBias(logitBiasFlag, c.vocabSize); !logitBias.ok())
+      return fail(logitBias.status(), 2);
     if (absl::Status s =
             openWeights(weightsFolder, manifestSpecs(bundle->program.weights));
         !s.ok())
@@ -348,6 +464,8 @@ int runRun() {
       return fail(s);
     if (stopIds = parseStopIds(stopIdsFlag, c.vocabSize); !stopIds.ok())
       return fail(stopIds.status(), 2);
+    if (logitBias = parseLogitBias(logitBiasFlag, c.vocabSize); !logitBias.ok())
+      return fail(logitBias.status(), 2);
     if (absl::Status s = openWeights(folder, compiled->weights); !s.ok())
       return fail(s);
     // The kernels take f16 storage and the fused IR; the interpreter takes
@@ -381,6 +499,22 @@ int runRun() {
   }
   if (!dev.ok())
     return fail(dev.status());
+  if (interactive) {
+    ChatOptions chat{
+        c.vocabSize,
+        context,
+        maxNewTokens,
+        sampling,
+        *logitBias,
+        std::vector<std::string>(stopStrings.begin(), stopStrings.end()),
+        systemFlag,
+        isatty(0) != 0};
+    auto turns = chatTurns(**dev, *tokenizer, chat, std::cin, llvm::outs());
+    if (!turns.ok())
+      return fail(turns.status());
+    llvm::outs() << chatReport(name, (*dev)->name(), *turns);
+    return 0;
+  }
   // With a tokenizer: each prompt, then its continuation as it comes, until
   // the end-of-sequence token or a stop string. One prompt streams to the
   // terminal; a batch's texts are printed as each request ends.
@@ -393,10 +527,12 @@ int runRun() {
     r.prompt = (*prompts)[i];
     r.maxNewTokens = maxNewTokens;
     r.sampling = sampling;
+    r.logitBias = *logitBias;
     r.hooks.stopTokens = *stopIds;
     if (!tokenizer)
       continue;
-    texts[i] = promptTexts[i];
+    // (A chat prints the reply alone: its prompt is the template's.)
+    texts[i] = chatFlag ? "" : promptTexts[i];
     auto sink = [&, i](const std::string &piece) {
       texts[i] += piece;
       if (n == 1) {
@@ -410,7 +546,7 @@ int runRun() {
     r.hooks.stopTokens.push_back(tokenizer->eos());
     r.hooks.onToken = [&, i](int32_t t) { return streams[i]->add(t); };
   }
-  if (tokenizer && n == 1) {
+  if (tokenizer && n == 1 && !chatFlag) {
     llvm::outs() << promptTexts[0];
     llvm::outs().flush();
   }

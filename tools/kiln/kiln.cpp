@@ -24,6 +24,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <iterator>
+#include <string>
+#include <vector>
 
 namespace {
 /// The libraries kiln links (LLVM's, MLIR's) register hundreds of options
@@ -52,6 +54,28 @@ __attribute__((no_sanitize("vptr"))) void hideOtherOptions() {
         o->setHiddenFlag(cl::ReallyHidden);
     }
 }
+/// kiln's file values (--prompt-ids @FILE, --logit-bias @FILE.json, ...)
+/// are the flag's to read: LLVM's parser would expand an argument that
+/// starts with @ as a response file (its text split into arguments, quotes
+/// dropped). A flag followed by such an argument becomes --flag=@FILE,
+/// which the parser leaves alone.
+std::vector<char *> keepFileValues(int argc, char **argv,
+                                   std::vector<std::string> &joined) {
+  joined.reserve(argc);
+  std::vector<char *> out;
+  for (int i = 0; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    if (i + 1 < argc && arg.starts_with("--") && !arg.contains('=') &&
+        argv[i + 1][0] == '@') {
+      joined.push_back((arg + "=" + argv[i + 1]).str());
+      out.push_back(joined.back().data());
+      ++i;
+      continue;
+    }
+    out.push_back(argv[i]);
+  }
+  return out;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -59,9 +83,11 @@ int main(int argc, char **argv) {
   hideOtherOptions();
   std::string errors;
   llvm::raw_string_ostream errs(errors);
+  std::vector<std::string> joined;
+  std::vector<char *> args = keepFileValues(argc, argv, joined);
   if (!llvm::cl::ParseCommandLineOptions(
-          argc, argv, "kiln: compile Llama 2 models into GPU binaries\n",
-          &errs)) {
+          int(args.size()), args.data(),
+          "kiln: compile Llama 2 models into GPU binaries\n", &errs)) {
     // One line, in kiln's error format, whatever the parser wrote.
     llvm::SmallVector<llvm::StringRef> lines;
     llvm::StringRef(errors).trim().split(lines, '\n');
