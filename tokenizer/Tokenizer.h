@@ -11,8 +11,10 @@
 #ifndef KILN_TOKENIZER_TOKENIZER_H
 #define KILN_TOKENIZER_TOKENIZER_H
 
+#include "runtime/TextStream.h"
+#include "runtime/TextTokenizer.h"
+
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +25,7 @@ class SentencePieceProcessor;
 
 namespace kiln {
 
-class Tokenizer {
+class Tokenizer : public TextTokenizer {
 public:
   /// FOLDER/tokenizer.model, or a GGUF file's tokenizer metadata
   /// (GgufVocab.h), checked to fit a vocabulary of `vocab` ids; null with
@@ -37,18 +39,18 @@ public:
   static std::unique_ptr<Tokenizer> openFile(const std::string &path,
                                              int64_t vocab, std::string &error);
   static bool present(const std::string &folder);
-  ~Tokenizer();
+  ~Tokenizer() override;
 
   /// The ids of `text`, after the beginning-of-sequence id (as Llama 2's
   /// generation does; a GGUF file may say not to: add_bos_token).
   std::vector<int32_t> encode(const std::string &text) const;
   /// The ids of `text` alone (no beginning-of-sequence id).
-  std::vector<int32_t> encodeText(const std::string &text) const;
+  std::vector<int32_t> encodeText(const std::string &text) const override;
   /// Ids past the tokenizer's pieces (a model vocabulary larger than the
   /// tokenizer's) decode to nothing.
-  std::string decode(const std::vector<int32_t> &ids) const;
-  int32_t eos() const;
-  int32_t bos() const;
+  std::string decode(const std::vector<int32_t> &ids) const override;
+  int32_t eos() const override;
+  int32_t bos() const override;
 
 private:
   Tokenizer();
@@ -60,34 +62,6 @@ private:
 
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   bool addBos_ = true;
-};
-
-/// Prints a generation's text as its tokens arrive: each token decodes the
-/// prompt and the continuation again and writes what is new, so that a
-/// word's leading space survives and pieces that only make a character
-/// together (bytes of UTF-8) come out whole. With stop strings, the text
-/// ends before the first one, and text that may be the start of one is
-/// held back until it is known not to be.
-class TextStream {
-public:
-  using Sink = std::function<void(const std::string &)>;
-  TextStream(const Tokenizer &tokenizer, std::vector<int32_t> prompt, Sink sink,
-             std::vector<std::string> stops = {});
-  /// False once the continuation holds a stop string: generation ends.
-  bool add(int32_t token);
-  /// Writes what was held back (generation ended without a stop string).
-  void finish();
-
-private:
-  void emit(const std::string &continuation, size_t end);
-  const Tokenizer &tokenizer_;
-  Sink sink_;
-  std::vector<std::string> stops_;
-  std::vector<int32_t> ids_;
-  size_t promptChars_ = 0; // decoded prompt, in bytes
-  size_t emitted_ = 0;     // of the continuation, in bytes
-  std::string continuation_;
-  bool stopped_ = false;
 };
 
 } // namespace kiln

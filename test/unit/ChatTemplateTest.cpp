@@ -8,7 +8,8 @@
 // checks, with a message naming the file and the message.
 //
 //===----------------------------------------------------------------------===//
-#include "tokenizer/ChatTemplate.h"
+#include "runtime/ChatTemplate.h"
+#include "tokenizer/Tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

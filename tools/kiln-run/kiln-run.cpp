@@ -2,6 +2,8 @@
 //
 //   kiln-run model.kiln (--weights FOLDER | --random-weights)
 //            --prompt-ids 1,2,3[;4,5,...] | --prompt-ids @FILE
+//            | --prompt TEXT | --chat [--prompt TEXT | --conversation F]
+//              [--system TEXT] [--stop TEXT]
 //            [--max-new-tokens N] [--device cuda|emu] [--dump-logits F]
 //            [--temperature T | --temperature-schedule T0:T1] [--top-k K]
 //            [--top-p P] [--min-p M] [--seed S] [--logit-bias ID=B,...]
@@ -29,10 +31,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Bundle.h"
+#include "runtime/Chat.h"
+#include "runtime/ChatTemplate.h"
 #include "runtime/EmuDevice.h"
 #include "runtime/Isolated.h"
 #include "runtime/Progress.h"
 #include "runtime/RunOptions.h"
+#include "runtime/SentencePieceBpe.h"
+#include "runtime/TextStream.h"
 #include "runtime/TimeCandidates.h"
 #include "runtime/cuda/CudaDevice.h"
 
@@ -40,9 +46,12 @@
 #include "absl/strings/str_cat.h"
 
 #include <cstdio>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <set>
+
+#include <unistd.h>
 
 using namespace kiln;
 
@@ -55,7 +64,9 @@ int fail(const absl::Status &status, int code = 1) {
 
 const char *kUsage =
     "usage: kiln-run BUNDLE (--weights FOLDER | --random-weights) "
-    "--prompt-ids 1,2,3[;4,5,...]|@FILE "
+    "(--prompt-ids 1,2,3[;4,5,...]|@FILE | --prompt TEXT | --chat "
+    "[--prompt TEXT | --conversation FILE.json] [--system TEXT]) "
+    "[--stop TEXT] [--tokenizer FILE.model] "
     "[--max-new-tokens N] [--device cuda|emu] [--dump-logits FILE] "
     "[--temperature T | --temperature-schedule T0:T1] [--top-k K] "
     "[--top-p P] [--min-p M] [--seed S] "
@@ -176,6 +187,12 @@ int main(int argc, char **argv) {
                                               {"min-p", "0"},
                                               {"temperature-schedule", ""},
                                               {"logit-bias", ""},
+                                              {"prompt", ""},
+                                              {"chat", "false"},
+                                              {"system", ""},
+                                              {"conversation", ""},
+                                              {"stop", ""},
+                                              {"tokenizer", ""},
                                               {"stop-ids", ""},
                                               {"max-batch", "0"},
                                               {"no-logits", "false"},
@@ -202,8 +219,8 @@ int main(int argc, char **argv) {
       continue;
     }
     std::string name = arg.substr(2), value;
-    if (name == "random-weights" || name == "no-logits" ||
-        name == "profile") { // switches
+    if (name == "random-weights" || name == "no-logits" || name == "profile" ||
+        name == "chat") { // switches
       flags[name] = "true";
       continue;
     }
@@ -245,7 +262,75 @@ int main(int argc, char **argv) {
         absl::InvalidArgumentError(absl::StrCat(
             "name the bundle, and --weights or --random-weights; ", kUsage)),
         2);
-  auto prompts = parsePromptIds(flags["prompt-ids"]);
+  // Text (--prompt, --chat) goes through the weights folder's
+  // tokenizer.model, read by the runtime's own SentencePiece BPE.
+  const bool chat = flags["chat"] == "true";
+  const bool textual = chat || !flags["prompt"].empty();
+  if (textual && !flags["prompt-ids"].empty())
+    return fail(absl::InvalidArgumentError(
+                    "--prompt-ids: give the prompt one way (--prompt, --chat "
+                    "or --prompt-ids)"),
+                2);
+  if (!chat && (!flags["system"].empty() || !flags["conversation"].empty()))
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+                    flags["system"].empty() ? "--conversation" : "--system",
+                    ": needs --chat")),
+                2);
+  if (!textual && !flags["stop"].empty())
+    return fail(absl::InvalidArgumentError(
+                    "--stop: stop strings need a text prompt (--prompt or "
+                    "--chat)"),
+                2);
+  const bool interactive =
+      chat && flags["prompt"].empty() && flags["conversation"].empty();
+  if (interactive && !flags["dump-logits"].empty())
+    return fail(absl::InvalidArgumentError(
+                    "--dump-logits: an interactive chat writes no logits"),
+                2);
+  std::unique_ptr<SentencePieceBpe> tokenizer;
+  absl::StatusOr<std::vector<std::vector<int32_t>>> prompts =
+      std::vector<std::vector<int32_t>>();
+  if (textual) {
+    std::string path = flags["tokenizer"];
+    if (path.empty())
+      path = flags["weights"] + "/tokenizer.model";
+    auto opened = SentencePieceBpe::open(path);
+    if (!opened.ok())
+      return fail(opened.status());
+    tokenizer = std::move(*opened);
+    std::vector<ChatMessage> dialog;
+    if (!flags["conversation"].empty()) {
+      auto read = readConversation(flags["conversation"]);
+      if (!read.ok())
+        return fail(read.status());
+      dialog = std::move(*read);
+    }
+    if (!flags["system"].empty()) {
+      if (!dialog.empty() && dialog[0].role == "system")
+        return fail(absl::InvalidArgumentError(
+                        absl::StrCat("--system: ", flags["conversation"],
+                                     " has a system message already")),
+                    2);
+      dialog.insert(dialog.begin(), {"system", flags["system"]});
+    }
+    if (!flags["prompt"].empty())
+      dialog.push_back({"user", flags["prompt"]});
+    if (!chat) {
+      std::vector<int32_t> ids = {tokenizer->bos()};
+      std::vector<int32_t> text = tokenizer->encodeText(flags["prompt"]);
+      ids.insert(ids.end(), text.begin(), text.end());
+      prompts->push_back(std::move(ids));
+    } else if (!interactive) {
+      auto ids = llama2ChatTokens(
+          *tokenizer, dialog,
+          flags["conversation"].empty() ? "--prompt" : flags["conversation"]);
+      if (!ids.ok())
+        return fail(ids.status());
+      prompts->push_back(std::move(*ids));
+    }
+  } else {
+    prompts = parsePromptIds(flags["prompt-ids"]);
+  }
   if (!prompts.ok())
     return fail(prompts.status(), 2);
   int64_t maxBatch = 0;
@@ -258,6 +343,10 @@ int main(int argc, char **argv) {
   if (!absl::SimpleAtoi(flags["repeat"], &repeat) || repeat < 1 || repeat > 100)
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--repeat: '", flags["repeat"], "' is not from 1 to 100")),
+                2);
+  if (textual && repeat > 1)
+    return fail(absl::InvalidArgumentError(
+                    "--repeat: runs token-id prompts (benchmarks), not text"),
                 2);
   bool keepLogits = flags["no-logits"] != "true";
   if (!keepLogits && !flags["dump-logits"].empty())
@@ -296,7 +385,10 @@ int main(int argc, char **argv) {
             checkPrompt(prompt, *maxNew, c.vocabSize,
                         std::max(c.maxPositions, bundle->program.maxPositions));
         !s.ok())
-      return fail(s);
+      return fail(namePromptFlag(s, !flags["conversation"].empty()
+                                        ? "conversation"
+                                    : textual ? "prompt"
+                                              : "prompt-ids"));
   std::unique_ptr<WeightSet> weights;
   if (!random) {
     auto opened =
@@ -317,20 +409,56 @@ int main(int argc, char **argv) {
   auto bias = parseLogitBias(flags["logit-bias"], c.vocabSize);
   if (!bias.ok())
     return fail(bias.status(), 2);
+  const int64_t context =
+      std::max(c.maxPositions, bundle->program.maxPositions);
+  std::vector<std::string> stops;
+  if (!flags["stop"].empty())
+    stops.push_back(flags["stop"]);
+  if (interactive) {
+    ChatOptions options{c.vocabSize, context, *maxNew,         *sampling,
+                        *bias,       stops,   flags["system"], isatty(0) != 0};
+    auto turns = chatTurns(**dev, *tokenizer, options, std::cin, std::cout);
+    std::cout.flush();
+    if (!turns.ok())
+      return fail(turns.status());
+    std::fputs(chatReport(bundle->model, (*dev)->name(), *turns).c_str(),
+               stdout);
+    return 0;
+  }
   std::vector<Request> requests;
   for (std::vector<int32_t> &prompt : *prompts)
     requests.push_back(
         {std::move(prompt), *maxNew, *sampling, *bias, {*stopIds, nullptr}});
+  // A text prompt's continuation streams out until the end-of-sequence
+  // token or a stop string (a chat's reply alone; a prompt after itself).
+  std::unique_ptr<TextStream> stream;
+  if (tokenizer) {
+    Request &r = requests[0];
+    stream = std::make_unique<TextStream>(
+        *tokenizer, r.prompt,
+        [](const std::string &piece) {
+          std::fputs(piece.c_str(), stdout);
+          std::fflush(stdout);
+        },
+        stops);
+    r.hooks.stopTokens.push_back(tokenizer->eos());
+    r.hooks.onToken = [&](int32_t t) { return stream->add(t); };
+    if (!chat)
+      std::fputs(flags["prompt"].c_str(), stdout);
+  }
   absl::StatusOr<RunResult> run;
   RunProfile profile;
   for (int64_t i = 0; i < repeat; ++i) {
     if (i == repeat - 1 && flags["profile"] == "true")
       (*dev)->timeLaunches(&profile.prefill, &profile.decode);
-    run = runRequests(**dev, c.vocabSize,
-                      std::max(c.maxPositions, bundle->program.maxPositions),
-                      requests, {maxBatch, keepLogits});
+    run = runRequests(**dev, c.vocabSize, context, requests,
+                      {maxBatch, keepLogits});
     if (!run.ok())
       return fail(run.status());
+  }
+  if (stream) {
+    stream->finish();
+    std::fputs("\n", stdout);
   }
   std::string report;
   absl::Status finished = finishRun(*run, bundle->model, (*dev)->name(),

@@ -4,13 +4,13 @@
 #include "codegen/Nvrtc.h"
 #include "reference/RefDevice.h"
 #include "runtime/Bundle.h"
+#include "runtime/Chat.h"
+#include "runtime/ChatTemplate.h"
 #include "runtime/EmuDevice.h"
 #include "runtime/Generate.h"
 #include "runtime/RunOptions.h"
 #include "runtime/cuda/CudaDevice.h"
-#include "tokenizer/ChatTemplate.h"
 #include "tokenizer/Tokenizer.h"
-#include "tools/kiln/Chat.h"
 #include "tools/kiln/Commands.h"
 
 #include "absl/strings/str_cat.h"
@@ -509,7 +509,9 @@ int runRun() {
         std::vector<std::string>(stopStrings.begin(), stopStrings.end()),
         systemFlag,
         isatty(0) != 0};
-    auto turns = chatTurns(**dev, *tokenizer, chat, std::cin, llvm::outs());
+    llvm::outs().flush();
+    auto turns = chatTurns(**dev, *tokenizer, chat, std::cin, std::cout);
+    std::cout.flush();
     if (!turns.ok())
       return fail(turns.status());
     llvm::outs() << chatReport(name, (*dev)->name(), *turns);

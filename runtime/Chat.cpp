@@ -1,8 +1,9 @@
-//===- Chat.cpp - kiln run --chat's interactive turns ---------------------===//
-#include "tools/kiln/Chat.h"
+//===- Chat.cpp - interactive chat turns ----------------------------------===//
+#include "runtime/Chat.h"
 
+#include "runtime/ChatTemplate.h"
 #include "runtime/Generate.h"
-#include "tokenizer/ChatTemplate.h"
+#include "runtime/TextStream.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,11 +11,9 @@
 
 namespace kiln {
 
-absl::StatusOr<std::vector<ChatTurn>> chatTurns(Device &device,
-                                                const Tokenizer &tokenizer,
-                                                const ChatOptions &options,
-                                                std::istream &in,
-                                                llvm::raw_ostream &out) {
+absl::StatusOr<std::vector<ChatTurn>>
+chatTurns(Device &device, const TextTokenizer &tokenizer,
+          const ChatOptions &options, std::istream &in, std::ostream &out) {
   std::vector<ChatTurn> turns;
   std::vector<int32_t> conversation; // [held]: every token the device holds
   std::vector<int32_t> seen;         // [V]: the penalties' history

@@ -9,10 +9,10 @@
 // own. docs/chat.md.
 //
 //===----------------------------------------------------------------------===//
-#ifndef KILN_TOKENIZER_CHATTEMPLATE_H
-#define KILN_TOKENIZER_CHATTEMPLATE_H
+#ifndef KILN_RUNTIME_CHATTEMPLATE_H
+#define KILN_RUNTIME_CHATTEMPLATE_H
 
-#include "tokenizer/Tokenizer.h"
+#include "runtime/TextTokenizer.h"
 
 #include "absl/status/statusor.h"
 
@@ -43,7 +43,7 @@ absl::Status checkConversation(const std::vector<ChatMessage> &dialog,
 
 /// The prompt's token ids for `dialog` (checked first).
 absl::StatusOr<std::vector<int32_t>>
-llama2ChatTokens(const Tokenizer &tokenizer,
+llama2ChatTokens(const TextTokenizer &tokenizer,
                  const std::vector<ChatMessage> &dialog,
                  const std::string &where, bool allowTags = false);
 
@@ -51,10 +51,10 @@ llama2ChatTokens(const Tokenizer &tokenizer,
 /// already holds (interactive chat): after the assistant's reply its EOS
 /// (the reply's own tokens stay as generated), then `BOS [INST] {user}
 /// [/INST]`; the first turn carries `system` as llama2ChatTokens does.
-std::vector<int32_t> llama2NextTurn(const Tokenizer &tokenizer,
+std::vector<int32_t> llama2NextTurn(const TextTokenizer &tokenizer,
                                     const std::string &user, bool first,
                                     const std::string &system);
 
 } // namespace kiln
 
-#endif // KILN_TOKENIZER_CHATTEMPLATE_H
+#endif // KILN_RUNTIME_CHATTEMPLATE_H

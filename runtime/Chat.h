@@ -1,15 +1,15 @@
-//===- Chat.h - kiln run --chat's interactive turns -------------*- C++ -*-===//
-#ifndef KILN_TOOLS_KILN_CHAT_H
-#define KILN_TOOLS_KILN_CHAT_H
+//===- Chat.h - interactive chat turns --------------------------*- C++ -*-===//
+#ifndef KILN_RUNTIME_CHAT_H
+#define KILN_RUNTIME_CHAT_H
 
 #include "runtime/Device.h"
 #include "runtime/Sampling.h"
-#include "tokenizer/Tokenizer.h"
+#include "runtime/TextTokenizer.h"
 
 #include "absl/status/statusor.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <istream>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -39,8 +39,8 @@ struct ChatTurn {
 /// its own tokens (llama2NextTurn), after the earlier ones. Fails when the
 /// device does, or when a turn would pass the context.
 absl::StatusOr<std::vector<ChatTurn>>
-chatTurns(Device &device, const Tokenizer &tokenizer,
-          const ChatOptions &options, std::istream &in, llvm::raw_ostream &out);
+chatTurns(Device &device, const TextTokenizer &tokenizer,
+          const ChatOptions &options, std::istream &in, std::ostream &out);
 
 /// The lines a chat ends with: each turn's positions and tokens.
 std::string chatReport(const std::string &model, const std::string &device,
@@ -48,4 +48,4 @@ std::string chatReport(const std::string &model, const std::string &device,
 
 } // namespace kiln
 
-#endif // KILN_TOOLS_KILN_CHAT_H
+#endif // KILN_RUNTIME_CHAT_H

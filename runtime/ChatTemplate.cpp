@@ -1,5 +1,5 @@
 //===- ChatTemplate.cpp - Llama 2's chat prompts --------------------------===//
-#include "tokenizer/ChatTemplate.h"
+#include "runtime/ChatTemplate.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -23,8 +23,8 @@ std::string strip(const std::string &s) {
 }
 
 /// Meta's Tokenizer.encode(s, bos, eos).
-std::vector<int32_t> encode(const Tokenizer &t, const std::string &s, bool bos,
-                            bool eos) {
+std::vector<int32_t> encode(const TextTokenizer &t, const std::string &s,
+                            bool bos, bool eos) {
   std::vector<int32_t> ids;
   if (bos)
     ids.push_back(t.bos());
@@ -107,7 +107,7 @@ absl::Status checkConversation(const std::vector<ChatMessage> &dialog,
 }
 
 absl::StatusOr<std::vector<int32_t>>
-llama2ChatTokens(const Tokenizer &tokenizer,
+llama2ChatTokens(const TextTokenizer &tokenizer,
                  const std::vector<ChatMessage> &dialog,
                  const std::string &where, bool allowTags) {
   if (absl::Status s = checkConversation(dialog, where, allowTags); !s.ok())
@@ -137,7 +137,7 @@ llama2ChatTokens(const Tokenizer &tokenizer,
   return ids;
 }
 
-std::vector<int32_t> llama2NextTurn(const Tokenizer &tokenizer,
+std::vector<int32_t> llama2NextTurn(const TextTokenizer &tokenizer,
                                     const std::string &user, bool first,
                                     const std::string &system) {
   std::string content = user;
