@@ -72,6 +72,17 @@ readConversation(const std::string &path) {
   return dialog;
 }
 
+absl::Status addSystem(std::vector<ChatMessage> &dialog,
+                       const std::string &system, const std::string &where) {
+  if (system.empty())
+    return absl::OkStatus();
+  if (!dialog.empty() && dialog[0].role == "system")
+    return absl::InvalidArgumentError(
+        absl::StrCat("--system: ", where, " has a system message already"));
+  dialog.insert(dialog.begin(), {"system", system});
+  return absl::OkStatus();
+}
+
 absl::Status checkConversation(const std::vector<ChatMessage> &dialog,
                                const std::string &where, bool allowTags) {
   auto fault = [&](const std::string &what) {

@@ -32,6 +32,12 @@ struct ChatMessage {
 absl::StatusOr<std::vector<ChatMessage>>
 readConversation(const std::string &path);
 
+/// `system` (if not empty) as the first message of `dialog`, the
+/// conversation read from `where`; a dialog that has one already is a
+/// fault of --system.
+absl::Status addSystem(std::vector<ChatMessage> &dialog,
+                       const std::string &system, const std::string &where);
+
 /// Why Meta's chat_completion would refuse `dialog` (roles: an optional
 /// system message, then user and assistant alternating, ending with the
 /// user), or OK; unless `allowTags`, also a content that holds one of the

@@ -119,8 +119,8 @@ absl::StatusOr<LogitBias> parseLogitBias(const std::string &text,
   auto fault = [](const std::string &what) {
     return absl::InvalidArgumentError(absl::StrCat("--logit-bias: ", what));
   };
-  // (id, bias) as text, from the flag or the file.
-  std::vector<std::pair<std::string, std::string>> entries;
+  // (id as text, bias), from the flag or the file.
+  std::vector<std::pair<std::string, float>> entries;
   if (!text.empty() && text[0] == '@') {
     const std::string path = text.substr(1);
     std::ifstream in(path);
@@ -135,7 +135,7 @@ absl::StatusOr<LogitBias> parseLogitBias(const std::string &text,
       if (!bias.is_number())
         return fault(absl::StrCat(path, ": the bias of token '", id,
                                   "' is not a number"));
-      entries.push_back({id, absl::StrCat(bias.get<double>())});
+      entries.push_back({id, bias.get<float>()});
     }
   } else {
     for (absl::string_view part :
@@ -145,21 +145,21 @@ absl::StatusOr<LogitBias> parseLogitBias(const std::string &text,
       if (std::string(part).find('=') == std::string::npos)
         return fault(
             absl::StrCat("'", std::string(part), "' is not ID=BIAS (13=-100)"));
-      entries.push_back(kv);
+      float bias;
+      if (!absl::SimpleAtof(absl::StripAsciiWhitespace(kv.second), &bias) ||
+          std::isnan(bias) || bias == INFINITY)
+        return fault(absl::StrCat("the bias of token ", kv.first, ", '",
+                                  kv.second, "', is not a number (or -inf)"));
+      entries.push_back({kv.first, bias});
     }
   }
   LogitBias out;
-  for (const auto &[idText, biasText] : entries) {
+  for (const auto &[idText, bias] : entries) {
     int32_t id;
-    float bias;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(idText), &id) || id < 0 ||
         id >= vocab)
       return fault(absl::StrCat("token '", idText,
                                 "' is not a token id in [0, ", vocab, ")"));
-    if (!absl::SimpleAtof(absl::StripAsciiWhitespace(biasText), &bias) ||
-        std::isnan(bias) || bias == INFINITY)
-      return fault(absl::StrCat("the bias of token ", id, ", '", biasText,
-                                "', is not a number (or -inf)"));
     for (const auto &[seen, b] : out)
       if (seen == id)
         return fault(absl::StrCat("token ", id, " is given twice"));

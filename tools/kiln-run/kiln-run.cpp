@@ -305,14 +305,10 @@ int main(int argc, char **argv) {
         return fail(read.status());
       dialog = std::move(*read);
     }
-    if (!flags["system"].empty()) {
-      if (!dialog.empty() && dialog[0].role == "system")
-        return fail(absl::InvalidArgumentError(
-                        absl::StrCat("--system: ", flags["conversation"],
-                                     " has a system message already")),
-                    2);
-      dialog.insert(dialog.begin(), {"system", flags["system"]});
-    }
+    if (absl::Status s =
+            addSystem(dialog, flags["system"], flags["conversation"]);
+        !s.ok())
+      return fail(s, 2);
     if (!flags["prompt"].empty())
       dialog.push_back({"user", flags["prompt"]});
     if (!chat) {

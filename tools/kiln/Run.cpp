@@ -221,14 +221,9 @@ int runRun() {
     if (!read.ok())
       return fail(read.status());
     conversation = std::move(*read);
-    if (!systemFlag.empty()) {
-      if (!conversation.empty() && conversation[0].role == "system")
-        return fail(absl::InvalidArgumentError(absl::StrCat(
-                        "--system: ", std::string(conversationFlag),
-                        " has a system message already")),
-                    2);
-      conversation.insert(conversation.begin(), {"system", systemFlag});
-    }
+    if (absl::Status s = addSystem(conversation, systemFlag, conversationFlag);
+        !s.ok())
+      return fail(s, 2);
     if (absl::Status s = checkConversation(conversation, conversationFlag);
         !s.ok())
       return fail(s);
