@@ -154,6 +154,17 @@ public:
   /// Empties the device's caches (L2), so that the next step reads its
   /// inputs from memory as a real step after other work would.
   virtual absl::Status flushCaches() { return absl::OkStatus(); }
+  /// The device's memory, as a health probe reads it (-1: not known).
+  struct Memory {
+    int64_t freeBytes = -1, totalBytes = -1;
+  };
+  /// Whether the device still answers (a server's heartbeat): the cuda
+  /// device finishes its work and reads its free memory; emu always does.
+  virtual absl::StatusOr<Memory> probe() { return Memory(); }
+  /// Makes the calling thread one that may drive the device (a server
+  /// steps it on a thread of its own): the cuda device's context becomes
+  /// current there.
+  virtual absl::Status bindThread() { return absl::OkStatus(); }
   /// Row `row` of the last step's logits ([V] f32), read from the device.
   absl::StatusOr<std::vector<float>> lastLogits(int64_t row);
 

@@ -13,6 +13,7 @@ Scheduler::Scheduler(PlanDevice &device, SchedulerOptions options)
       context_(
           std::min(device.program().maxPositions,
                    device.program().tableBlocks * device.program().blockSize)),
+      poolBlocks_(device.program().poolBlocks),
       blocks_(device.program().poolBlocks, device.program().blockSize) {
   int64_t slots = device.sequences();
   if (options_.maxBatch <= 0 || options_.maxBatch > slots)
@@ -31,20 +32,50 @@ absl::StatusOr<int64_t> Scheduler::submit(Request request) {
         "--prompt-ids: the prompt (", request.prompt.size(), " tokens) plus ",
         request.maxNewTokens, " new tokens exceeds the ", context_,
         " tokens a sequence may hold (compiled with --max-context)"));
-  requests_.push_back(std::move(request));
-  completions_.emplace_back();
-  completions_.back().generation.vocab = vocab_;
-  completions_.back().generation.prompt = requests_.back().prompt;
-  waiting_.push_back(int64_t(requests_.size()) - 1);
-  return int64_t(requests_.size()) - 1;
+  int64_t id = nextId_++;
+  Entry &e = entries_[id];
+  e.request = std::move(request);
+  e.completion.generation.vocab = vocab_;
+  e.completion.generation.prompt = e.request.prompt;
+  waiting_.push_back(id);
+  return id;
+}
+
+bool Scheduler::cancel(int64_t id, absl::Status why) {
+  if (auto w = absl::c_find(waiting_, id); w != waiting_.end()) {
+    waiting_.erase(w);
+    Completion &c = entries_.at(id).completion;
+    c.status = std::move(why);
+    c.done = true;
+    return true;
+  }
+  for (size_t i = 0; i < running_.size(); ++i)
+    if (running_[i].id == id) {
+      finish(i, std::move(why));
+      return true;
+    }
+  return false;
+}
+
+void Scheduler::abortRunning(const absl::Status &why) {
+  while (!running_.empty())
+    finish(running_.size() - 1, why);
+}
+
+Completion Scheduler::take(int64_t id) {
+  auto it = entries_.find(id);
+  Completion c = std::move(it->second.completion);
+  entries_.erase(it);
+  return c;
 }
 
 absl::Status Scheduler::check(Running &r, const float *logits, int32_t token) {
   if (!options_.keepLogits)
     return absl::OkStatus();
-  const Request &req = requests_[r.id];
+  const Entry &e = entries_.at(r.id);
+  const Request &req = e.request;
   SamplingParams params =
-      req.samplingAt(uint32_t(completions_[r.id].generation.tokens.size()));
+      req.samplingAt(uint32_t(e.completion.generation.tokens.size()));
   if (absl::Status s = checkSampled(logits, vocab_, params, token,
                                     r.seen.data(), req.logitBias);
       !s.ok())
@@ -56,7 +87,7 @@ absl::Status Scheduler::check(Running &r, const float *logits, int32_t token) {
 
 void Scheduler::finish(size_t index, absl::Status status) {
   Running &r = running_[index];
-  Completion &c = completions_[r.id];
+  Completion &c = entries_.at(r.id).completion;
   c.status = std::move(status);
   c.done = true;
   blocks_.release(r.id);
@@ -68,8 +99,8 @@ absl::Status Scheduler::admit() {
   while (!waiting_.empty() && int64_t(running_.size()) < options_.maxBatch &&
          !freeSlots_.empty()) {
     int64_t id = waiting_.front();
-    const Request &req = requests_[id];
-    Completion &c = completions_[id];
+    const Request &req = entries_.at(id).request;
+    Completion &c = entries_.at(id).completion;
     // Blocks for the prompt now; the decode steps take more as they go.
     if (absl::Status s = blocks_.reserve(id, int64_t(req.prompt.size()));
         !s.ok()) {
@@ -124,8 +155,8 @@ std::vector<BatchRow> Scheduler::accept() {
   std::vector<BatchRow> rows;
   for (size_t i = 0; i < running_.size();) {
     Running &r = running_[i];
-    const Request &req = requests_[r.id];
-    Generation &g = completions_[r.id].generation;
+    const Request &req = entries_.at(r.id).request;
+    Generation &g = entries_.at(r.id).completion.generation;
     // As generate() does: a stop token ends it unkept; max_new_tokens
     // ends it; a hook that says stop ends it after the token.
     if (int64_t(g.tokens.size()) >= req.maxNewTokens ||
@@ -181,7 +212,7 @@ absl::Status Scheduler::step() {
   // accept() kept the running sequences in the order of the rows.
   for (size_t i = 0; i < running_.size(); ++i) {
     Running &r = running_[i];
-    Generation &g = completions_[r.id].generation;
+    Generation &g = entries_.at(r.id).completion.generation;
     g.decodeSeconds += seconds;
     r.next = out->sampled[i];
     if (!options_.keepLogits)

@@ -19,6 +19,7 @@
 #include "runtime/PlanDevice.h"
 
 #include <deque>
+#include <unordered_map>
 
 namespace kiln {
 
@@ -81,8 +82,29 @@ public:
   absl::Status run();
   bool idle() const { return waiting_.empty() && running_.empty(); }
 
-  const Completion &completion(int64_t id) const { return completions_[id]; }
-  int64_t requests() const { return int64_t(completions_.size()); }
+  /// Ends request `id` now with `why` (a client that left): a waiting one
+  /// leaves the queue, a running one the batch, its slot and KV blocks
+  /// free at once. False when it had already completed.
+  bool cancel(int64_t id, absl::Status why);
+  /// Ends every running request with `why` (the device failed a step:
+  /// their caches are lost); waiting ones stay queued.
+  void abortRunning(const absl::Status &why);
+
+  const Completion &completion(int64_t id) const {
+    return entries_.at(id).completion;
+  }
+  /// The completion of a completed request, which the scheduler then
+  /// forgets (a server's requests would otherwise pile up).
+  Completion take(int64_t id);
+  /// Requests submitted so far: ids are 0 .. requests() - 1.
+  int64_t requests() const { return nextId_; }
+  /// Tokens a sequence may hold, prompt and generation.
+  int64_t context() const { return context_; }
+  int64_t waiting() const { return int64_t(waiting_.size()); }
+  int64_t running() const { return int64_t(running_.size()); }
+  /// The KV pool: blocks a sequence holds, and all of them.
+  int64_t usedBlocks() const { return poolBlocks_ - blocks_.freeBlocks(); }
+  int64_t poolBlocks() const { return poolBlocks_; }
   const SchedulerStats &stats() const { return stats_; }
 
 private:
@@ -102,12 +124,17 @@ private:
   absl::Status check(Running &r, const float *logits, int32_t token);
   void finish(size_t index, absl::Status status = absl::OkStatus());
 
+  /// A request and how it ended, by id.
+  struct Entry {
+    Request request;
+    Completion completion;
+  };
   PlanDevice &device_;
   SchedulerOptions options_;
-  int64_t vocab_, context_;
+  int64_t vocab_, context_, poolBlocks_;
   KVBlockAllocator blocks_;
-  std::vector<Request> requests_;
-  std::vector<Completion> completions_;
+  std::unordered_map<int64_t, Entry> entries_;
+  int64_t nextId_ = 0;
   std::deque<int64_t> waiting_;
   std::vector<Running> running_;
   std::vector<int32_t> freeSlots_; // a stack: the lowest slot comes out first

@@ -761,6 +761,19 @@ absl::Status CudaDevice::flushCaches() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<PlanDevice::Memory> CudaDevice::probe() {
+  // A sticky fault (an illegal address) shows at the next synchronize.
+  KILN_CU(ctxSynchronize());
+  size_t free = 0, total = 0;
+  KILN_CU(memGetInfo(&free, &total));
+  return Memory{int64_t(free), int64_t(total)};
+}
+
+absl::Status CudaDevice::bindThread() {
+  KILN_CU(ctxSetCurrent(ctx_));
+  return absl::OkStatus();
+}
+
 absl::Status CudaDevice::stepFinished(CUresult r, const char *call) const {
   absl::Status s = cu_->check(r, call);
   if (s.ok() || sync_)

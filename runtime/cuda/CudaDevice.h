@@ -84,6 +84,8 @@ public:
   std::string name() const override { return "cuda"; }
   /// Overwrites a buffer twice the L2's size.
   absl::Status flushCaches() override;
+  absl::StatusOr<Memory> probe() override;
+  absl::Status bindThread() override;
 
 private:
   explicit CudaDevice(Program program) : PlanDevice(std::move(program)) {}

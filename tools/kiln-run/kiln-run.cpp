@@ -24,6 +24,12 @@
 // random weights, and writes DIR/measurements.json for `kiln tune
 // --measurements` (runtime/TimeCandidates.h).
 //
+//   kiln-run --serve BUNDLE (--weights FOLDER | --random-weights)
+//            [--device cuda|emu] [--fallback BUNDLE --fallback-weights F]
+//            [--host H] [--port P] [the server's flags: docs/serve.md]
+//
+// serves the bundle over HTTP with OpenAI's API (serve/), as kiln serve.
+//
 // The runtime without the compiler (no MLIR, no LLVM), so that one binary,
 // built with static Abseil and libstdc++, runs on another Linux machine
 // with a CUDA driver: the GPU check (bench/gpu_check.sh) carries it there.
@@ -41,6 +47,7 @@
 #include "runtime/TextStream.h"
 #include "runtime/TimeCandidates.h"
 #include "runtime/cuda/CudaDevice.h"
+#include "serve/ModelLoad.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -74,6 +81,11 @@ const char *kUsage =
     "[--logit-bias ID=BIAS,...|@FILE.json] "
     "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N] "
     "[--profile]; or "
+    "kiln-run --serve BUNDLE (--weights FOLDER | --random-weights) "
+    "[--device cuda|emu] [--tokenizer FILE.model] [--fallback BUNDLE "
+    "(--fallback-weights FOLDER | --random-weights)] "
+    "[--max-batch B] [server flags: --host, --port, --api-key, "
+    "--rate-limit, --max-queue, --max-tokens-cap, --drain-seconds, ...]; or "
     "kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N] "
     "[--measurements FILE]";
 
@@ -168,6 +180,62 @@ int timeCandidatesMain(const std::string &dir, const std::string &device,
               output.c_str());
   return 0;
 }
+/// kiln-run --serve: the bundle (and a fallback) behind the server.
+int serveMain(const std::string &bundlePath,
+              std::map<std::string, std::string> &flags,
+              const std::set<std::string> &given) {
+  for (const char *prompt :
+       {"prompt-ids", "prompt", "conversation", "system", "dump-logits",
+        "repeat", "stop", "stop-ids", "logit-bias"})
+    if (given.count(prompt))
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+                      "--", prompt,
+                      ": a server takes prompts and their settings from its "
+                      "requests")),
+                  2);
+  for (const char *sw : {"chat", "profile", "no-logits"})
+    if (flags[sw] == "true")
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+                      "--", sw, ": not a server flag")),
+                  2);
+  serve::ServeOptions options;
+  for (const std::string &name : given)
+    if (absl::Status s = serve::setServeFlag(options, name, flags[name]);
+        !s.ok() && !absl::IsNotFound(s))
+      return fail(s, 2);
+  if (!absl::SimpleAtoi(flags["max-batch"], &options.maxBatch) ||
+      options.maxBatch < 0)
+    return fail(absl::InvalidArgumentError(
+                    absl::StrCat("--max-batch: '", flags["max-batch"],
+                                 "' is not a batch size (0: the bundle's)")),
+                2);
+  bool random = flags["random-weights"] == "true";
+  const std::string &device = flags["device"];
+  if (device != "cuda" && device != "emu")
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+                    "--device: '", device, "' is not cuda or emu")),
+                2);
+  serve::ModelSourceFlags main{bundlePath, flags["weights"], random, device,
+                               flags["tokenizer"]};
+  serve::ModelSourceFlags fallback{flags["fallback"], flags["fallback-weights"],
+                                   random, device, ""};
+  if (!fallback.path.empty() && fallback.weights.empty() == !random)
+    return fail(absl::InvalidArgumentError(
+                    "--fallback: name its weights with --fallback-weights "
+                    "(or serve both on --random-weights)"),
+                2);
+  if (fallback.path.empty() && !fallback.weights.empty())
+    return fail(absl::InvalidArgumentError(
+                    "--fallback-weights: needs --fallback BUNDLE"),
+                2);
+  int64_t maxBatch = options.maxBatch;
+  serve::ModelLoader loadFallback;
+  if (!fallback.path.empty())
+    loadFallback = [=] { return serve::loadBundle(fallback, maxBatch); };
+  return serve::serve(
+      options, [=] { return serve::loadBundle(main, maxBatch); },
+      loadFallback);
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -200,7 +268,12 @@ int main(int argc, char **argv) {
                                               {"repeat", "1"},
                                               {"time-candidates", ""},
                                               {"repeats", "10"},
-                                              {"measurements", ""}};
+                                              {"measurements", ""},
+                                              {"serve", "false"},
+                                              {"fallback", ""},
+                                              {"fallback-weights", ""}};
+  for (const char *const *name = serve::kServeFlags; *name; ++name)
+    flags[*name] = "";
   std::string bundlePath;
   std::set<std::string> given; // the flags the command line sets
   for (int i = 1; i < argc; ++i) {
@@ -220,7 +293,7 @@ int main(int argc, char **argv) {
     }
     std::string name = arg.substr(2), value;
     if (name == "random-weights" || name == "no-logits" || name == "profile" ||
-        name == "chat") { // switches
+        name == "chat" || name == "serve") { // switches
       flags[name] = "true";
       continue;
     }
@@ -262,6 +335,17 @@ int main(int argc, char **argv) {
         absl::InvalidArgumentError(absl::StrCat(
             "name the bundle, and --weights or --random-weights; ", kUsage)),
         2);
+  if (flags["serve"] == "true")
+    return serveMain(bundlePath, flags, given);
+  for (const char *const *name = serve::kServeFlags; *name; ++name)
+    if (given.count(*name))
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+                      "--", *name, ": a server flag (with --serve)")),
+                  2);
+  if (!flags["fallback"].empty() || !flags["fallback-weights"].empty())
+    return fail(absl::InvalidArgumentError(
+                    "--fallback: a server flag (with --serve)"),
+                2);
   // Text (--prompt, --chat) goes through the weights folder's
   // tokenizer.model, read by the runtime's own SentencePiece BPE.
   const bool chat = flags["chat"] == "true";

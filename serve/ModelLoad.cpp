@@ -1,0 +1,73 @@
+//===- ModelLoad.cpp ------------------------------------------------------===//
+#include "serve/ModelLoad.h"
+
+#include "runtime/Bundle.h"
+#include "runtime/EmuDevice.h"
+#include "runtime/RunOptions.h"
+#include "runtime/SentencePieceBpe.h"
+#include "runtime/cuda/CudaDevice.h"
+
+#include <cstdio>
+#include <filesystem>
+
+namespace kiln::serve {
+
+absl::StatusOr<std::unique_ptr<TextTokenizer>>
+openServeTokenizer(const std::string &flag, const std::string &folder) {
+  std::string path = flag;
+  if (path.empty() && !folder.empty() &&
+      std::filesystem::exists(folder + "/tokenizer.model"))
+    path = folder + "/tokenizer.model";
+  if (path.empty()) {
+    std::fprintf(stderr, "kiln serve: no tokenizer.model: prompts are token "
+                         "ids and replies carry token_ids only\n");
+    return std::unique_ptr<TextTokenizer>();
+  }
+  auto opened = SentencePieceBpe::open(path);
+  if (!opened.ok())
+    return opened.status();
+  return std::unique_ptr<TextTokenizer>(std::move(*opened));
+}
+
+absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
+                                       int64_t maxBatch) {
+  auto bundle = readBundle(source.path);
+  if (!bundle.ok())
+    return bundle.status();
+  if (absl::Status s = checkMaxBatch(maxBatch, bundle->program); !s.ok())
+    return s;
+  LoadedModel out;
+  out.name = bundle->model;
+  auto tokenizer = openServeTokenizer(source.tokenizer, source.weights);
+  if (!tokenizer.ok())
+    return tokenizer.status();
+  out.tokenizer = std::move(*tokenizer);
+  std::unique_ptr<WeightSet> weights;
+  if (!source.random) {
+    auto opened = openCheckpoint(source.weights,
+                                 manifestSpecs(bundle->program.weights),
+                                 bundle->lora, bundle->config.headDim());
+    if (!opened.ok())
+      return opened.status();
+    weights = std::move(*opened);
+  }
+  // The device packs the weights as it opens: the checkpoint closes after.
+  WeightProvider provider = source.random
+                                ? WeightProvider::random(1)
+                                : WeightProvider::checkpoint(*weights);
+  if (source.device == "cuda") {
+    auto dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
+                                  bundle->ptx, bundle->nvrtc, provider);
+    if (!dev.ok())
+      return dev.status();
+    out.device = std::move(*dev);
+  } else {
+    auto dev = EmuDevice::create(std::move(bundle->program), provider);
+    if (!dev.ok())
+      return dev.status();
+    out.device = std::move(*dev);
+  }
+  return out;
+}
+
+} // namespace kiln::serve
