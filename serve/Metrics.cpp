@@ -56,7 +56,7 @@ std::string render(const Labels &labels) {
   return out + "}";
 }
 
-std::string number(double v) { return absl::StrFormat("%.17g", v); }
+std::string number(double v) { return absl::StrFormat("%.15g", v); }
 
 /// `rendered` labels with one more (le="...") inside the braces.
 std::string withBound(const std::string &rendered, const std::string &le) {

@@ -26,6 +26,7 @@ llvm::cl::SubCommand &inspectCommand();
 llvm::cl::SubCommand &cacheCommand();
 llvm::cl::SubCommand &tuneCommand();
 llvm::cl::SubCommand &evalCommand(); // Eval.cpp
+llvm::cl::SubCommand &serveCommand();
 
 /// Options that compile and run share (defined in Options.cpp).
 extern llvm::cl::opt<std::string> dtypeFlag;
@@ -60,6 +61,8 @@ int inspectLlama2c(const std::string &path);
 int runTune();
 int runCache();
 int runEval();
+/// kiln serve (Serve.cpp).
+int runServe();
 
 /// The cuda device for a model compiled on the way (kiln run, kiln eval):
 /// its kernels through NVRTC and the kernel cache (--cache-dir) for the

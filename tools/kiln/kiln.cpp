@@ -41,7 +41,8 @@ __attribute__((no_sanitize("vptr"))) void hideOtherOptions() {
   namespace cl = llvm::cl;
   cl::SubCommand *commands[] = {
       &kiln::compileCommand(), &kiln::runCommand(),   &kiln::tuneCommand(),
-      &kiln::inspectCommand(), &kiln::cacheCommand(), &kiln::evalCommand()};
+      &kiln::inspectCommand(), &kiln::cacheCommand(), &kiln::evalCommand(),
+      &kiln::serveCommand()};
   llvm::SmallVector<cl::SubCommand *> all = {&cl::SubCommand::getTopLevel()};
   all.append(std::begin(commands), std::end(commands));
   for (cl::SubCommand *sub : all)
@@ -114,8 +115,10 @@ int main(int argc, char **argv) {
     return kiln::runTune();
   if (kiln::evalCommand())
     return kiln::runEval();
+  if (kiln::serveCommand())
+    return kiln::runServe();
   llvm::errs()
-      << "kiln: error: name a subcommand: compile, run, tune, inspect, "
-         "cache or eval (kiln --help lists them)\n";
+      << "kiln: error: name a subcommand: compile, run, serve, tune, "
+         "inspect, cache or eval (kiln --help lists them)\n";
   return 2;
 }
