@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kiln builds against, then cuobjdump and
-# nvdisasm for the SASS audit (install-sass-tools.sh); idempotent: does
-# nothing when they are all present. CUDA is expected in /usr/local/cuda.
+# nvdisasm for the SASS audit (install-sass-tools.sh) and the server
+# tests' Python client (install-test-venv.sh); idempotent: does nothing
+# when they are all present. CUDA is expected in /usr/local/cuda.
 set -euo pipefail
 pkgs=(cmake ninja-build ccache g++ python3 python3-numpy python3-venv
       libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools clang-19 lld-19
-      libabsl-dev nlohmann-json3-dev libboost-context-dev libgraphviz-dev graphviz pkg-config libgtest-dev
-      libsentencepiece-dev sentencepiece libclang-rt-19-dev)
+      libabsl-dev nlohmann-json3-dev libboost-dev libboost-context-dev libgraphviz-dev graphviz pkg-config libgtest-dev
+      libsentencepiece-dev sentencepiece libclang-rt-19-dev curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -22,3 +23,4 @@ if [ ! -d /usr/local/cuda ]; then
   exit 1
 fi
 "$(dirname "$0")/install-sass-tools.sh"
+"$(dirname "$0")/install-test-venv.sh"

@@ -76,6 +76,8 @@ void Engine::admitInbox(std::vector<std::unique_ptr<Job>> &arrived) {
                        std::chrono::duration<double>(
                            now - (job->first ? job->arrived : job->last))
                            .count());
+      if (job->first) // admitted and prefilled: no longer waiting
+        --waiting_;
       job->first = false;
       job->last = now;
       job->sink.token(token);
@@ -84,6 +86,7 @@ void Engine::admitInbox(std::vector<std::unique_ptr<Job>> &arrived) {
     int64_t prompt = int64_t(job->request.prompt.size());
     auto id = scheduler_.submit(std::move(job->request));
     if (!id.ok()) {
+      --waiting_;
       job->sink.end({id.status()});
       continue;
     }
@@ -102,6 +105,8 @@ void Engine::finishDone() {
       continue;
     }
     Completion c = scheduler_.take(job.id);
+    if (job.first) // ended without a token (refused, cancelled in the queue)
+      --waiting_;
     JobEnd end{c.status, int64_t(c.generation.tokens.size())};
     end.length = c.status.ok() && end.generated >= job.request.maxNewTokens;
     const char *how = !c.status.ok() ? (absl::IsCancelled(c.status)
@@ -143,11 +148,7 @@ void Engine::probe(const absl::Status &stepFailure) {
 }
 
 void Engine::publish() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    waiting_ = scheduler_.waiting() + int64_t(inbox_.size());
-    running_ = scheduler_.running();
-  }
+  running_ = scheduler_.running();
   metrics_.set("kiln_requests_waiting", labels_, double(waiting_.load()));
   metrics_.set("kiln_requests_running", labels_, double(running_.load()));
   metrics_.set("kiln_kv_blocks_used", labels_,
@@ -195,11 +196,11 @@ void Engine::loop() {
         if (failures_ < options_.failureLimit)
           failures_ = 0;
       }
-      if (options_.stepDelay.count() > 0)
-        std::this_thread::sleep_for(options_.stepDelay);
     }
     finishDone();
     publish();
+    if (options_.stepDelay.count() > 0 && !scheduler_.idle())
+      std::this_thread::sleep_for(options_.stepDelay);
     if (Clock::now() >= nextProbe_)
       probe(absl::OkStatus());
   }
@@ -212,6 +213,8 @@ void Engine::loop() {
   }
   for (auto &[ticket, job] : jobs_)
     job->sink.end({stopped});
+  waiting_ = 0;
+  running_ = 0;
 }
 
 } // namespace kiln::serve

@@ -115,6 +115,7 @@ private:
   int64_t nextTicket_ = 0;
   int failures_ = 0;
   std::string lastFailure_;
+  // Waiting: submitted, not yet given its first token (or its end).
   std::atomic<int64_t> waiting_{0}, running_{0};
 
   // The engine thread's own.

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 namespace kiln::serve {
@@ -121,7 +122,18 @@ openServed(const ModelLoader &load, const std::string &name,
   auto m = std::make_unique<ServedModel>();
   m->loaded = std::move(*loaded);
   EngineOptions e;
-  e.model = name.empty() ? m->loaded.name : name;
+  // A bundle records the model as compiled: a folder's path, or a preset.
+  e.model = name.empty() ? std::filesystem::path(m->loaded.name)
+                               .lexically_normal()
+                               .filename()
+                               .string()
+                         : name;
+  if (e.model.empty()) // a path that ends in "/"
+    e.model = std::filesystem::path(m->loaded.name)
+                  .lexically_normal()
+                  .parent_path()
+                  .filename()
+                  .string();
   e.maxQueue = options.maxQueue;
   e.maxBatch = options.maxBatch;
   e.probeInterval = std::chrono::milliseconds(

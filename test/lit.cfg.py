@@ -30,6 +30,14 @@ config.substitutions.append(
 config.substitutions.append(
     ("%kiln-run-path", os.path.join(config.kiln_tools_dir, "kiln-run")))
 
+# The Python with the official `openai` client that the server's tests
+# drive it with: scripts/install-test-venv.sh puts it in build/test-venv of
+# the source tree, which the sanitized build shares.
+config.substitutions.append(
+    ("%serve-python",
+     os.path.join(os.path.dirname(config.test_source_root), "build",
+                  "test-venv", "bin", "python")))
+
 fixtures = os.path.join(config.test_source_root, "fixtures")
 config.substitutions.append(("%fixtures", fixtures))
 # compare_logits.py EXPECTED GOT TOL: the fixtures' own checker.
