@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-all="safetensors gguf llama2c tokenizer config bundle tuning-db measurements kernel-cache ir"
+all="safetensors gguf llama2c tokenizer config bundle tuning-db measurements kernel-cache ir openai-request"
 names=${*:-$all}
 ./scripts/configure-sanitize.sh
 targets=""
