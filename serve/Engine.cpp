@@ -61,8 +61,8 @@ Health Engine::health() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (failures_ < options_.failureLimit)
     return {true, ""};
-  return {false, absl::StrCat(lastFailure_, " (", failures_,
-                              " failures in a row)")};
+  return {false,
+          absl::StrCat(lastFailure_, " (", failures_, " failures in a row)")};
 }
 
 void Engine::admitInbox(std::vector<std::unique_ptr<Job>> &arrived) {
@@ -109,13 +109,12 @@ void Engine::finishDone() {
       --waiting_;
     JobEnd end{c.status, int64_t(c.generation.tokens.size())};
     end.length = c.status.ok() && end.generated >= job.request.maxNewTokens;
-    const char *how = !c.status.ok() ? (absl::IsCancelled(c.status)
-                                            ? "cancelled"
-                                            : "error")
-                      : end.length   ? "length"
-                                     : "stop";
-    metrics_.add("kiln_requests_total", {{"model", options_.model},
-                                         {"finish", how}});
+    const char *how =
+        !c.status.ok() ? (absl::IsCancelled(c.status) ? "cancelled" : "error")
+        : end.length   ? "length"
+                       : "stop";
+    metrics_.add("kiln_requests_total",
+                 {{"model", options_.model}, {"finish", how}});
     metrics_.add("kiln_generation_tokens_total", labels_,
                  double(end.generated));
     job.sink.end(end);
@@ -151,8 +150,7 @@ void Engine::publish() {
   running_ = scheduler_.running();
   metrics_.set("kiln_requests_waiting", labels_, double(waiting_.load()));
   metrics_.set("kiln_requests_running", labels_, double(running_.load()));
-  metrics_.set("kiln_kv_blocks_used", labels_,
-               double(scheduler_.usedBlocks()));
+  metrics_.set("kiln_kv_blocks_used", labels_, double(scheduler_.usedBlocks()));
 }
 
 void Engine::loop() {

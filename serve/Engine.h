@@ -1,4 +1,5 @@
-//===- Engine.h - one served model, stepped on a thread of its own -*- C++ -*-===//
+//===- Engine.h - one served model, stepped on a thread of its own -*- C++
+//-*-===//
 //
 // The device and its Scheduler belong to one thread, which admits new
 // requests and cancellations between steps (so a request that arrives

@@ -63,16 +63,15 @@ std::string withBound(const std::string &rendered, const std::string &le) {
   std::string bound = absl::StrCat("le=\"", le, "\"");
   if (rendered.empty())
     return absl::StrCat("{", bound, "}");
-  return absl::StrCat(rendered.substr(0, rendered.size() - 1), ",", bound,
-                      "}");
+  return absl::StrCat(rendered.substr(0, rendered.size() - 1), ",", bound, "}");
 }
 
 } // namespace
 
 Metrics::Metrics()
     // Latencies from a millisecond (a tiny model on loopback) to a minute.
-    : bounds_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-               2.5, 5, 10, 30, 60}) {
+    : bounds_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+               5, 10, 30, 60}) {
   for (const Description &d : kFamilies)
     families_[d.name] = {d.type, d.help, {}, {}};
 }
@@ -90,8 +89,7 @@ void Metrics::add(const std::string &name, const Labels &labels,
   family(name).values[render(labels)] += amount;
 }
 
-void Metrics::set(const std::string &name, const Labels &labels,
-                  double value) {
+void Metrics::set(const std::string &name, const Labels &labels, double value) {
   std::lock_guard<std::mutex> lock(mutex_);
   family(name).values[render(labels)] = value;
 }

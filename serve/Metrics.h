@@ -23,13 +23,11 @@ class Metrics {
 public:
   Metrics();
   /// counter += amount
-  void add(const std::string &family, const Labels &labels,
-           double amount = 1);
+  void add(const std::string &family, const Labels &labels, double amount = 1);
   /// gauge = value
   void set(const std::string &family, const Labels &labels, double value);
   /// One sample of a histogram (seconds).
-  void observe(const std::string &family, const Labels &labels,
-               double seconds);
+  void observe(const std::string &family, const Labels &labels, double seconds);
   /// A counter's or gauge's value (0 when never touched); a histogram's
   /// count of samples.
   double value(const std::string &family, const Labels &labels) const;

@@ -44,9 +44,9 @@ absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
   out.tokenizer = std::move(*tokenizer);
   std::unique_ptr<WeightSet> weights;
   if (!source.random) {
-    auto opened = openCheckpoint(source.weights,
-                                 manifestSpecs(bundle->program.weights),
-                                 bundle->lora, bundle->config.headDim());
+    auto opened =
+        openCheckpoint(source.weights, manifestSpecs(bundle->program.weights),
+                       bundle->lora, bundle->config.headDim());
     if (!opened.ok())
       return opened.status();
     weights = std::move(*opened);

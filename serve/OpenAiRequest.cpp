@@ -38,10 +38,10 @@ std::string typeName(const json &v) {
 
 ApiError wrongType(const std::string &param, const std::string &want,
                    const json &got) {
-  return invalid(param,
-                 absl::StrCat("'", param, "' must be ", want, ", not ",
-                              typeName(got)),
-                 "invalid_type");
+  return invalid(
+      param,
+      absl::StrCat("'", param, "' must be ", want, ", not ", typeName(got)),
+      "invalid_type");
 }
 
 /// body[name] as a number in [lo, hi] (a present null is absent).
@@ -54,8 +54,8 @@ std::optional<ApiError> number(const json &body, const std::string &name,
     return wrongType(name, "a number", *it);
   double v = it->get<double>();
   if (!(v >= lo && v <= hi))
-    return invalid(name, absl::StrCat("'", name, "' must be in [", lo, ", ",
-                                      hi, "], not ", v));
+    return invalid(name, absl::StrCat("'", name, "' must be in [", lo, ", ", hi,
+                                      "], not ", v));
   out = float(v);
   return std::nullopt;
 }
@@ -70,8 +70,8 @@ std::optional<ApiError> integer(const json &body, const std::string &name,
     return wrongType(name, "an integer", *it);
   int64_t v = it->get<int64_t>();
   if (v < lo || v > hi)
-    return invalid(name, absl::StrCat("'", name, "' must be in [", lo, ", ",
-                                      hi, "], not ", v));
+    return invalid(name, absl::StrCat("'", name, "' must be in [", lo, ", ", hi,
+                                      "], not ", v));
   out = v;
   return std::nullopt;
 }
@@ -111,8 +111,8 @@ std::optional<ApiError> refuseUnsupported(const json &body, Endpoint e) {
     return unsupported("echo", "kiln does not echo the prompt");
   if (auto it = body.find("suffix"); it != body.end() && !it->is_null())
     return unsupported("suffix", "Llama 2 does not fill in the middle");
-  for (const char *name : {"tools", "functions", "tool_choice",
-                           "function_call"})
+  for (const char *name :
+       {"tools", "functions", "tool_choice", "function_call"})
     if (auto it = body.find(name); it != body.end() && !it->is_null())
       return unsupported(name, "kiln does not call tools");
   if (auto it = body.find("response_format");
@@ -128,10 +128,10 @@ std::optional<ApiError> readPrompt(const json &body, ApiRequest &out) {
     return invalid("prompt", "'prompt' is required", "missing_required");
   const json &p = *it;
   // A one-element list is the prompt itself (OpenAI's batch form).
-  const json &one = p.is_array() && p.size() == 1 &&
-                            (p[0].is_string() || p[0].is_array())
-                        ? p[0]
-                        : p;
+  const json &one =
+      p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())
+          ? p[0]
+          : p;
   if (one.is_string()) {
     out.promptText = one.get<std::string>();
     return std::nullopt;
@@ -160,8 +160,8 @@ std::optional<ApiError> readMessages(const json &body, ApiRequest &out) {
     const json &m = (*it)[i];
     std::string where = absl::StrCat("messages[", i, "]");
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      return invalid(where, absl::StrCat("'", where,
-                                         "' must be an object with a role"));
+      return invalid(
+          where, absl::StrCat("'", where, "' must be an object with a role"));
     ChatMessage message{m["role"].get<std::string>(), ""};
     const json &content = m.value("content", json());
     if (content.is_string()) {
@@ -170,8 +170,7 @@ std::optional<ApiError> readMessages(const json &body, ApiRequest &out) {
       for (const json &part : content) {
         if (!part.is_object() || part.value("type", "") != "text" ||
             !part.contains("text") || !part["text"].is_string())
-          return unsupported(where + ".content",
-                             "kiln reads text parts only");
+          return unsupported(where + ".content", "kiln reads text parts only");
         message.content += part["text"].get<std::string>();
       }
     } else {
@@ -214,9 +213,8 @@ std::optional<ApiError> readLogitBias(const json &body, ApiRequest &out) {
   for (const auto &[key, bias] : it->items()) {
     int64_t id;
     if (!absl::SimpleAtoi(key, &id) || id < 0)
-      return invalid("logit_bias",
-                     absl::StrCat("'logit_bias': '", key,
-                                  "' is not a token id"));
+      return invalid("logit_bias", absl::StrCat("'logit_bias': '", key,
+                                                "' is not a token id"));
     if (!bias.is_number() || !(bias >= -100 && bias <= 100))
       return invalid("logit_bias",
                      absl::StrCat("'logit_bias': the bias of token ", key,
@@ -239,7 +237,7 @@ std::string errorBody(const ApiError &e) {
                 {"param", e.param.empty() ? json() : json(e.param)},
                 {"code", e.code.empty() ? json() : json(e.code)}};
   return json{{"error", error}}.dump(-1, ' ', false,
-                                    json::error_handler_t::replace) +
+                                     json::error_handler_t::replace) +
          "\n";
 }
 
@@ -291,8 +289,8 @@ std::optional<ApiError> parseApiRequest(const std::string &text,
     return e;
   if (auto e = number(body, "frequency_penalty", -2, 2, s.frequencyPenalty))
     return e;
-  if (auto e = number(body, "repetition_penalty", 1e-3, 100,
-                      s.repetitionPenalty))
+  if (auto e =
+          number(body, "repetition_penalty", 1e-3, 100, s.repetitionPenalty))
     return e;
   if (auto e = readStop(body, out))
     return e;
@@ -304,8 +302,8 @@ std::optional<ApiError> parseApiRequest(const std::string &text,
     return e;
   if (auto e = boolean(body, "return_token_ids", out.returnTokenIds))
     return e;
-  if (auto it = body.find("stream_options"); it != body.end() &&
-                                             !it->is_null()) {
+  if (auto it = body.find("stream_options");
+      it != body.end() && !it->is_null()) {
     if (!it->is_object())
       return wrongType("stream_options", "an object", *it);
     if (auto e = boolean(*it, "include_usage", out.includeUsage))
@@ -341,10 +339,9 @@ std::optional<ApiError> prepareRequest(const ApiRequest &api,
     r.prompt = api.promptIds;
     for (int32_t id : r.prompt)
       if (id >= model.vocab)
-        return invalid("prompt",
-                       absl::StrCat("'prompt': token ", id,
-                                    " is not in the vocabulary of ",
-                                    model.vocab));
+        return invalid("prompt", absl::StrCat("'prompt': token ", id,
+                                              " is not in the vocabulary of ",
+                                              model.vocab));
   }
   if (r.prompt.empty())
     return invalid("prompt", "'prompt' is empty");
@@ -369,10 +366,9 @@ std::optional<ApiError> prepareRequest(const ApiRequest &api,
   r.sampling.seed = api.seed ? *api.seed : std::random_device()();
   for (const auto &[id, bias] : api.logitBias) {
     if (id >= model.vocab)
-      return invalid("logit_bias",
-                     absl::StrCat("'logit_bias': token ", id,
-                                  " is not in the vocabulary of ",
-                                  model.vocab));
+      return invalid("logit_bias", absl::StrCat("'logit_bias': token ", id,
+                                                " is not in the vocabulary of ",
+                                                model.vocab));
     r.logitBias.push_back({int32_t(id), bias});
   }
   if (!api.ignoreEos)

@@ -52,9 +52,9 @@ std::string chunkEvent(const ResponseHead &h, const std::string &text,
                        const std::vector<int32_t> &tokens, bool first,
                        const std::optional<std::string> &finishReason,
                        const std::optional<Usage> &usage) {
-  json choice = {{"index", 0},
-                 {"finish_reason",
-                  finishReason ? json(*finishReason) : json(nullptr)}};
+  json choice = {
+      {"index", 0},
+      {"finish_reason", finishReason ? json(*finishReason) : json(nullptr)}};
   if (h.chat) {
     json delta = json::object();
     if (first)
@@ -66,24 +66,21 @@ std::string chunkEvent(const ResponseHead &h, const std::string &text,
     choice.update({{"text", text}, {"logprobs", nullptr}});
   }
   choice["token_ids"] = tokens;
-  json body =
-      start(h, h.chat ? "chat.completion.chunk" : "text_completion");
+  json body = start(h, h.chat ? "chat.completion.chunk" : "text_completion");
   body["choices"] = json::array({choice});
   body["usage"] = usage ? usageJson(*usage) : json(nullptr);
   return event(body);
 }
 
 std::string usageEvent(const ResponseHead &h, const Usage &usage) {
-  json body =
-      start(h, h.chat ? "chat.completion.chunk" : "text_completion");
+  json body = start(h, h.chat ? "chat.completion.chunk" : "text_completion");
   body.erase("prompt_token_ids");
   body["choices"] = json::array();
   body["usage"] = usageJson(usage);
   return event(body);
 }
 
-std::string modelsBody(const std::vector<std::string> &names,
-                       int64_t created) {
+std::string modelsBody(const std::vector<std::string> &names, int64_t created) {
   json data = json::array();
   for (const std::string &name : names)
     data.push_back({{"id", name},

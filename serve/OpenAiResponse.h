@@ -33,8 +33,7 @@ struct Usage {
 /// A whole (non-streamed) response.
 std::string completionBody(const ResponseHead &head, const std::string &text,
                            const std::vector<int32_t> &tokens,
-                           const std::string &finishReason,
-                           const Usage &usage);
+                           const std::string &finishReason, const Usage &usage);
 
 /// One streamed chunk as a server-sent event ("data: {...}\n\n"): new
 /// text and tokens; the last one has its finish reason and the usage. A

@@ -20,11 +20,25 @@
 
 namespace kiln::serve {
 
-const char *const kServeFlags[] = {
-    "host",         "port",          "api-key",         "rate-limit",
-    "max-queue",    "max-tokens-cap", "max-body-bytes", "drain-seconds",
-    "probe-seconds", "step-delay-ms", "served-model-name",
-    "fallback-served-model-name", nullptr};
+const ServeFlag kServeFlags[] = {
+    {"host", "The address to listen on (default 127.0.0.1)"},
+    {"port", "The port (default 8000; 0: a free one, printed)"},
+    {"api-key", "KEY[,KEY...]: required as 'Authorization: Bearer KEY' on "
+                "/v1/*"},
+    {"rate-limit", "QPS[,BURST]: a token bucket per API key (429 past it)"},
+    {"max-queue", "Requests a model holds waiting (default 64; 429 past it)"},
+    {"max-tokens-cap", "The most tokens one request generates (default: "
+                       "the context)"},
+    {"max-body-bytes", "The largest request body (default 1048576; 413 "
+                       "past it)"},
+    {"drain-seconds", "After SIGTERM, how long running requests may finish "
+                      "(default 30)"},
+    {"probe-seconds", "The device health probe's period (default 30)"},
+    {"step-delay-ms", "Sleeps after every step (tests of the guards only)"},
+    {"served-model-name", "The model's name for clients (default: its "
+                          "folder's)"},
+    {"fallback-served-model-name", "The fallback model's name for clients"},
+    {nullptr, nullptr}};
 
 const char *const kServeUsage =
     "[--host 127.0.0.1] [--port 8000] [--api-key KEY[,KEY...]] "
@@ -48,8 +62,7 @@ absl::Status setServeFlag(ServeOptions &o, const std::string &name,
   };
   auto seconds = [&](double &out) {
     double v;
-    if (!absl::SimpleAtod(value, &v) || !std::isfinite(v) || v < 0 ||
-        v > 86400)
+    if (!absl::SimpleAtod(value, &v) || !std::isfinite(v) || v < 0 || v > 86400)
       return bad("a number of seconds in [0, 86400]");
     out = v;
     return absl::OkStatus();
@@ -103,8 +116,7 @@ absl::Status setServeFlag(ServeOptions &o, const std::string &name,
   if (name == "served-model-name" || name == "fallback-served-model-name") {
     if (value.empty())
       return bad("a name");
-    (name == "served-model-name" ? o.servedName : o.fallbackServedName) =
-        value;
+    (name == "served-model-name" ? o.servedName : o.fallbackServedName) = value;
     return absl::OkStatus();
   }
   return absl::NotFoundError(absl::StrCat("--", name, " is not a serve flag"));
@@ -188,22 +200,22 @@ int serve(const ServeOptions &options, const ModelLoader &main,
           "' (--fallback-served-model-name names it)"));
     asio::post(io, [&, m = std::move(m), f = std::move(f)]() mutable {
       if (!m.ok() || !f.ok()) {
-        std::fprintf(stderr, "kiln serve: error: %s\n",
-                     std::string((m.ok() ? f.status() : m.status()).message())
-                         .c_str());
+        std::fprintf(
+            stderr, "kiln serve: error: %s\n",
+            std::string((m.ok() ? f.status() : m.status()).message()).c_str());
         code = 1;
         return io.stop();
       }
       mainModel = std::move(*m);
       fallbackModel = std::move(*f);
       server.ready(mainModel.get(), fallbackModel.get());
-      std::fprintf(stderr, "kiln serve: ready: %s on %s%s\n",
-                   mainModel->info.name.c_str(),
-                   mainModel->loaded.device->name().c_str(),
-                   fallbackModel
-                       ? absl::StrCat(", fallback ", fallbackModel->info.name)
-                             .c_str()
-                       : "");
+      std::fprintf(
+          stderr, "kiln serve: ready: %s on %s%s\n",
+          mainModel->info.name.c_str(),
+          mainModel->loaded.device->name().c_str(),
+          fallbackModel
+              ? absl::StrCat(", fallback ", fallbackModel->info.name).c_str()
+              : "");
     });
   });
   io.run();

@@ -24,7 +24,7 @@ namespace kiln::serve {
 
 struct ServeOptions {
   std::string host = "127.0.0.1";
-  int port = 8000; // 0: any free port (printed)
+  int port = 8000;                  // 0: any free port (printed)
   std::vector<std::string> apiKeys; // empty: no key asked
   RateLimit rateLimit;              // per key
   int64_t maxQueue = 64;            // waiting requests a model holds
@@ -38,8 +38,11 @@ struct ServeOptions {
   std::string fallbackServedName; // the fallback's
 };
 
-/// The flags this file owns, each with a value.
-extern const char *const kServeFlags[];
+/// The flags this file owns, each with a value; the last is {nullptr}.
+struct ServeFlag {
+  const char *name, *help;
+};
+extern const ServeFlag kServeFlags[];
 /// Sets flag `name` (without "--") to `value`: NotFound when `name` is not
 /// one of kServeFlags, InvalidArgument naming the flag for a bad value.
 absl::Status setServeFlag(ServeOptions &options, const std::string &name,

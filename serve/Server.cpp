@@ -94,8 +94,7 @@ private:
     // An idle connection (or a slow sender) is closed after a while.
     stream_.expires_after(std::chrono::seconds(120));
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec,
-                                                 size_t) {
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
                        self->onRead(ec);
                      });
   }
@@ -109,7 +108,8 @@ private:
     }
     if (ec == http::error::header_limit) {
       keepAlive_ = false;
-      return refuse({431, "headers_too_large", "", "the headers are too large"});
+      return refuse(
+          {431, "headers_too_large", "", "the headers are too large"});
     }
     if (ec) // end of stream, a timeout, a malformed request
       return close();
@@ -136,29 +136,28 @@ private:
     bool chat = target == "/v1/chat/completions";
     bool models = target == "/v1/models";
     if (!completions && !chat && !models)
-      return refuse({404, "not_found", "",
-                     absl::StrCat("no route ", target)});
+      return refuse({404, "not_found", "", absl::StrCat("no route ", target)});
     if ((models && !get) || (!models && !post))
       return refuse({405, "method_not_allowed", "",
                      absl::StrCat(what_, " is not allowed")});
     double retryAfter = 0;
-    if (auto e = server_.admit(
-            std::string(req[http::field::authorization]), retryAfter))
+    if (auto e = server_.admit(std::string(req[http::field::authorization]),
+                               retryAfter))
       return refuse(*e, retryAfter);
     if (models)
       return respond(200, server_.modelsList(), "application/json");
     ApiRequest api;
     if (auto e = parseApiRequest(
-            req.body(), chat ? Endpoint::ChatCompletions : Endpoint::Completions,
-            api))
+            req.body(),
+            chat ? Endpoint::ChatCompletions : Endpoint::Completions, api))
       return refuse(*e);
     ServedModel *model = nullptr;
     bool fallback = false;
     if (auto e = server_.pick(api.model, model, fallback))
       return refuse(*e);
     PreparedRequest prepared;
-    if (auto e = prepareRequest(api, model->info,
-                                server_.options_.maxTokensCap, prepared))
+    if (auto e = prepareRequest(api, model->info, server_.options_.maxTokensCap,
+                                prepared))
       return refuse(*e);
     start(*model, std::move(prepared), api, fallback);
   }
@@ -168,11 +167,10 @@ private:
     auto job = std::make_unique<Job>();
     job->serial = ++serials_;
     job->engine = model.engine.get();
-    job->head = {responseId(api.endpoint == Endpoint::ChatCompletions),
-                 unixSeconds(), model.info.name,
-                 api.endpoint == Endpoint::ChatCompletions,
-                 api.returnTokenIds ? prepared.request.prompt
-                                    : std::vector<int32_t>()};
+    job->head = {
+        responseId(api.endpoint == Endpoint::ChatCompletions), unixSeconds(),
+        model.info.name, api.endpoint == Endpoint::ChatCompletions,
+        api.returnTokenIds ? prepared.request.prompt : std::vector<int32_t>()};
     job->stream = api.stream;
     job->includeUsage = api.includeUsage;
     job->promptTokens = prepared.promptTokens;
@@ -192,20 +190,18 @@ private:
     auto self = shared_from_this();
     uint64_t serial = job->serial;
     auto ex = stream_.get_executor();
-    JobSink sink{[self, serial, ex](int32_t token) {
-                   asio::post(ex, [self, serial, token] {
-                     self->onToken(serial, token);
-                   });
-                 },
-                 [self, serial, ex](const JobEnd &end) {
-                   asio::post(ex, [self, serial, end] {
-                     self->onEnd(serial, end);
-                   });
-                 }};
+    JobSink sink{
+        [self, serial, ex](int32_t token) {
+          asio::post(ex,
+                     [self, serial, token] { self->onToken(serial, token); });
+        },
+        [self, serial, ex](const JobEnd &end) {
+          asio::post(ex, [self, serial, end] { self->onEnd(serial, end); });
+        }};
     auto ticket = job->engine->submit(std::move(prepared.request), sink);
     if (!ticket.ok())
-      return refuse({429, "queue_full", "", std::string(ticket.status().message())},
-                    1);
+      return refuse(
+          {429, "queue_full", "", std::string(ticket.status().message())}, 1);
     job->ticket = *ticket;
     job_ = std::move(job);
     ++server_.busy_;
@@ -276,9 +272,9 @@ private:
       res.prepare_payload();
       send(messageText(res));
     }
-    log(200, absl::StrFormat("%d prompt + %d tokens in %.3f s (%s)",
-                             usage.prompt, usage.completion,
-                             secondsSince(j.started), reason));
+    log(200,
+        absl::StrFormat("%d prompt + %d tokens in %.3f s (%s)", usage.prompt,
+                        usage.completion, secondsSince(j.started), reason));
     responseDone();
   }
 
@@ -339,8 +335,7 @@ private:
     out << res;
     return out.str();
   }
-  static std::string
-  headerText(http::response<http::empty_body> &res) {
+  static std::string headerText(http::response<http::empty_body> &res) {
     std::ostringstream out;
     out << res.base();
     return out.str();
@@ -363,10 +358,8 @@ private:
   void write() {
     writing_ = true;
     asio::async_write(stream_, asio::buffer(outbox_.front()),
-                      [self = shared_from_this()](beast::error_code ec,
-                                                  size_t) {
-                        self->onWrite(ec);
-                      });
+                      [self = shared_from_this()](
+                          beast::error_code ec, size_t) { self->onWrite(ec); });
   }
   void onWrite(beast::error_code ec) {
     writing_ = false;
@@ -495,21 +488,20 @@ absl::StatusOr<tcp::endpoint> Server::listen() {
   if (!ec)
     acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", options_.host, ":", options_.port, ": ",
-        ec.message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.host, ":", options_.port,
+                     ": ", ec.message()));
   accept();
   return acceptor_.local_endpoint();
 }
 
 void Server::accept() {
-  acceptor_.async_accept(
-      [this](beast::error_code ec, tcp::socket s) {
-        if (ec) // the acceptor closed (a drain), or out of descriptors
-          return ec == asio::error::operation_aborted ? void() : accept();
-        std::make_shared<Session>(std::move(s), *this)->start();
-        accept();
-      });
+  acceptor_.async_accept([this](beast::error_code ec, tcp::socket s) {
+    if (ec) // the acceptor closed (a drain), or out of descriptors
+      return ec == asio::error::operation_aborted ? void() : accept();
+    std::make_shared<Session>(std::move(s), *this)->start();
+    accept();
+  });
 }
 
 void Server::ready(ServedModel *main, ServedModel *fallback) {
@@ -570,9 +562,9 @@ std::optional<ApiError> Server::pick(const std::string &name,
     model = fallback_;
     fallback = true;
   } else if (!healthy) {
-    return ApiError{503, "device_unhealthy", "",
-                    absl::StrCat("the device is unhealthy: ",
-                                 main.health().why)};
+    return ApiError{
+        503, "device_unhealthy", "",
+        absl::StrCat("the device is unhealthy: ", main.health().why)};
   }
   return std::nullopt;
 }

@@ -131,8 +131,9 @@ TEST(Metrics, WritesPrometheusText) {
   std::string text = m.text();
   EXPECT_NE(text.find("# TYPE kiln_generation_tokens_total counter\n"),
             std::string::npos);
-  EXPECT_NE(text.find("kiln_generation_tokens_total{model=\"a\\\"b\\\\c\"} 5\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("kiln_generation_tokens_total{model=\"a\\\"b\\\\c\"} 5\n"),
+      std::string::npos)
       << text;
   // Buckets count every sample at or below their bound.
   EXPECT_NE(text.find("kiln_time_to_first_token_seconds_bucket{model=\"m\","
@@ -297,13 +298,10 @@ TEST(Engine, StreamsTokensAndEnds) {
   EXPECT_EQ(end.generated, 4);
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{5, 5, 5, 5}));
   EXPECT_TRUE(eventually([&] { return engine.idle(); }));
-  EXPECT_EQ(metrics.value("kiln_generation_tokens_total", {{"model", "m"}}),
-            4);
-  EXPECT_EQ(metrics.value("kiln_time_to_first_token_seconds",
-                          {{"model", "m"}}),
+  EXPECT_EQ(metrics.value("kiln_generation_tokens_total", {{"model", "m"}}), 4);
+  EXPECT_EQ(metrics.value("kiln_time_to_first_token_seconds", {{"model", "m"}}),
             1);
-  EXPECT_EQ(metrics.value("kiln_inter_token_latency_seconds",
-                          {{"model", "m"}}),
+  EXPECT_EQ(metrics.value("kiln_inter_token_latency_seconds", {{"model", "m"}}),
             3);
 }
 
@@ -312,8 +310,9 @@ TEST(Engine, CancelFreesTheBlocksAndTheQueueIsBounded) {
   Metrics metrics;
   // One sequence at a time, slow steps: a runs, b waits, and both are
   // still there when they are cancelled.
-  Engine engine(device, engineOptions(/*maxQueue=*/1, /*maxBatch=*/1,
-                                      /*stepDelayMs=*/5),
+  Engine engine(device,
+                engineOptions(/*maxQueue=*/1, /*maxBatch=*/1,
+                              /*stepDelayMs=*/5),
                 metrics);
   Recorder a, b;
   auto ta = engine.submit(request({1, 2, 3}, 28), a.sink());

@@ -195,8 +195,8 @@ int serveMain(const std::string &bundlePath,
                   2);
   for (const char *sw : {"chat", "profile", "no-logits"})
     if (flags[sw] == "true")
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-                      "--", sw, ": not a server flag")),
+      return fail(absl::InvalidArgumentError(
+                      absl::StrCat("--", sw, ": not a server flag")),
                   2);
   serve::ServeOptions options;
   for (const std::string &name : given)
@@ -233,8 +233,7 @@ int serveMain(const std::string &bundlePath,
   if (!fallback.path.empty())
     loadFallback = [=] { return serve::loadBundle(fallback, maxBatch); };
   return serve::serve(
-      options, [=] { return serve::loadBundle(main, maxBatch); },
-      loadFallback);
+      options, [=] { return serve::loadBundle(main, maxBatch); }, loadFallback);
 }
 } // namespace
 
@@ -272,8 +271,8 @@ int main(int argc, char **argv) {
                                               {"serve", "false"},
                                               {"fallback", ""},
                                               {"fallback-weights", ""}};
-  for (const char *const *name = serve::kServeFlags; *name; ++name)
-    flags[*name] = "";
+  for (const serve::ServeFlag *f = serve::kServeFlags; f->name; ++f)
+    flags[f->name] = "";
   std::string bundlePath;
   std::set<std::string> given; // the flags the command line sets
   for (int i = 1; i < argc; ++i) {
@@ -337,15 +336,15 @@ int main(int argc, char **argv) {
         2);
   if (flags["serve"] == "true")
     return serveMain(bundlePath, flags, given);
-  for (const char *const *name = serve::kServeFlags; *name; ++name)
-    if (given.count(*name))
+  for (const serve::ServeFlag *f = serve::kServeFlags; f->name; ++f)
+    if (given.count(f->name))
       return fail(absl::InvalidArgumentError(absl::StrCat(
-                      "--", *name, ": a server flag (with --serve)")),
+                      "--", f->name, ": a server flag (with --serve)")),
                   2);
   if (!flags["fallback"].empty() || !flags["fallback-weights"].empty())
-    return fail(absl::InvalidArgumentError(
-                    "--fallback: a server flag (with --serve)"),
-                2);
+    return fail(
+        absl::InvalidArgumentError("--fallback: a server flag (with --serve)"),
+        2);
   // Text (--prompt, --chat) goes through the weights folder's
   // tokenizer.model, read by the runtime's own SentencePiece BPE.
   const bool chat = flags["chat"] == "true";

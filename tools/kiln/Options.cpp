@@ -52,20 +52,22 @@ cl::opt<std::string> cacheDirFlag(
     "cache-dir",
     cl::desc("The kernel cache folder (default: $KILN_CACHE_DIR, else "
              "$XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels)"),
-    cl::value_desc("folder"), cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()), cl::sub(cacheCommand()), cl::sub(evalCommand()));
+    cl::value_desc("folder"), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()), cl::sub(cacheCommand()),
+    cl::sub(evalCommand()));
 
 cl::opt<std::string> dtypeFlag("dtype",
                                cl::desc("Storage type: f16, bf16 or f32"),
                                cl::init("f16"), cl::sub(compileCommand()),
-                               cl::sub(runCommand()), cl::sub(serveCommand()), cl::sub(tuneCommand()),
-                               cl::sub(evalCommand()));
+                               cl::sub(runCommand()), cl::sub(serveCommand()),
+                               cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 cl::opt<bool> fusionFlag("fusion",
                          cl::desc("Run the fusion pipeline (default on; "
                                   "--fusion=false keeps the tensor-level IR)"),
                          cl::init(true), cl::sub(compileCommand()),
-                         cl::sub(runCommand()), cl::sub(serveCommand()), cl::sub(tuneCommand()));
+                         cl::sub(runCommand()), cl::sub(serveCommand()),
+                         cl::sub(tuneCommand()));
 
 cl::opt<RopeLayout> ropeLayoutFlag(
     "rope-layout", cl::desc("How the checkpoint's q/k rows pair dimensions"),
@@ -74,21 +76,22 @@ cl::opt<RopeLayout> ropeLayoutFlag(
                clEnumValN(RopeLayout::interleaved, "interleaved",
                           "pairs (2i, 2i + 1): Meta's original layout")),
     cl::init(RopeLayout::rotate_half), cl::sub(compileCommand()),
-    cl::sub(runCommand()), cl::sub(serveCommand()), cl::sub(tuneCommand()), cl::sub(evalCommand()));
+    cl::sub(runCommand()), cl::sub(serveCommand()), cl::sub(tuneCommand()),
+    cl::sub(evalCommand()));
 
 cl::opt<bool> decomposeSoftmaxFlag(
     "decompose-softmax",
     cl::desc("Write softmax as max, sub, exp, sum and div, as some frontends "
              "do (exercises kiln-fuse-softmax)"),
-    cl::Hidden, cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()));
+    cl::Hidden, cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()));
 
 cl::opt<int64_t> prefillTokensFlag(
     "prefill-tokens",
     cl::desc("Tokens of the largest prefill the arena holds (default 2048, "
              "capped at the context); longer prompts run in chunks of it"),
-    cl::init(2048), cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()));
+    cl::init(2048), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()));
 
 // A string, so that a bad value gets kiln's one-line error.
 cl::opt<std::string> ropeNtkScaleFlag(
@@ -96,30 +99,30 @@ cl::opt<std::string> ropeNtkScaleFlag(
     cl::desc("Fixed NTK-aware RoPE scaling for a model whose config has no "
              "rope_scaling: the base becomes rope_theta * S^(d / (d - 2)) "
              "(S >= 1; d the head dimension)"),
-    cl::value_desc("S"), cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()), cl::sub(evalCommand()));
+    cl::value_desc("S"), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 cl::opt<int64_t> maxBatchFlag(
     "max-batch",
     cl::desc("Sequences that run at once (default 1); the KV pool holds "
              "them all at --max-context"),
-    cl::init(1), cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()));
+    cl::init(1), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()));
 
 cl::opt<int64_t> maxContextFlag(
     "max-context",
     cl::desc("Tokens per sequence the KV pool holds (default: the model's "
              "context)"),
-    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()));
+    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()));
 
 cl::opt<int64_t> kvMemoryFlag(
     "kv-memory",
     cl::desc("Bytes for the KV pool (default: --max-batch sequences at "
              "--max-context); sequences share it, and one that finds it "
              "full fails alone"),
-    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()));
+    cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()));
 
 cl::opt<std::string> quantizeFlag(
     "quantize",
@@ -127,14 +130,14 @@ cl::opt<std::string> quantizeFlag(
              "int8 (a scale per row), int4-g32, int4-g64, int4-g128, int4 "
              "(per row), int8-gN, int4-gN-min/int8-gN-min (f32 scales and "
              "mins, as llama.cpp's Q4_1) or fp8 (docs/quantization.md)"),
-    cl::value_desc("format"), cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()), cl::sub(evalCommand()));
+    cl::value_desc("format"), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 cl::opt<bool> quantizeZeroPointsFlag(
     "quantize-zero-points",
     cl::desc("With --quantize int8/int4: asymmetric, a zero point per group"),
-    cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()), cl::sub(tuneCommand()),
-    cl::sub(evalCommand()));
+    cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
+    cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 cl::list<std::string> loraFlag(
     "lora",
@@ -150,8 +153,8 @@ cl::opt<std::string> kvDtypeFlag(
     cl::desc("The KV cache's storage: f16 (default, as the activations), "
              "fp8 (e4m3) or int8, with an f16 scale per head of each token: "
              "twice the tokens in the same memory (docs/kv-cache.md)"),
-    cl::value_desc("type"), cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()), cl::sub(evalCommand()));
+    cl::value_desc("type"), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 absl::StatusOr<std::vector<std::string>> loraSpecs() {
   std::vector<std::string> specs;
@@ -245,8 +248,8 @@ cl::opt<std::string> kernelOptionsFlag(
         "gemv-unroll, vector-width, attention-warps, kv-splits, sm-count, "
         "epilogue-threads, prefill-attention-rows, prefill-attention-keys, "
         "elementwise-threads, gemm-algo, gemm-tile, quant-gemm"),
-    cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()), cl::sub(serveCommand()),
-    cl::sub(tuneCommand()), cl::sub(evalCommand()));
+    cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()),
+    cl::sub(serveCommand()), cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
 cl::opt<std::string> tuningDbFlag(
     "tuning-db",

@@ -49,18 +49,19 @@ cl::opt<std::string> fallbackModel(
     cl::desc("A smaller model (or bundle) that takes new requests while the "
              "main queue is above 80% or its device unhealthy"),
     cl::value_desc("model"), cl::sub(serveCommand()));
-cl::opt<std::string> fallbackWeights(
-    "fallback-weights", cl::desc("The fallback bundle's checkpoint folder"),
-    cl::value_desc("folder"), cl::sub(serveCommand()));
+cl::opt<std::string>
+    fallbackWeights("fallback-weights",
+                    cl::desc("The fallback bundle's checkpoint folder"),
+                    cl::value_desc("folder"), cl::sub(serveCommand()));
 
 /// The server's own flags (serve/ServeOptions.h), as strings: checked by
 /// setServeFlag, as kiln-run checks them.
 std::vector<std::unique_ptr<cl::opt<std::string>>> &serveFlags() {
   static auto *flags = [] {
     auto *v = new std::vector<std::unique_ptr<cl::opt<std::string>>>();
-    for (const char *const *name = serve::kServeFlags; *name; ++name)
+    for (const serve::ServeFlag *f = serve::kServeFlags; f->name; ++f)
       v->push_back(std::make_unique<cl::opt<std::string>>(
-          llvm::StringRef(*name), cl::desc("docs/serve.md"),
+          llvm::StringRef(f->name), cl::desc(f->help),
           cl::sub(serveCommand())));
     return v;
   }();
@@ -132,8 +133,7 @@ compileForServing(const serve::ModelSourceFlags &source) {
   return out;
 }
 
-serve::ModelLoader loaderFor(serve::ModelSourceFlags source,
-                             int64_t maxBatch) {
+serve::ModelLoader loaderFor(serve::ModelSourceFlags source, int64_t maxBatch) {
   if (looksLikeBundle(source.path))
     return [=] { return serve::loadBundle(source, maxBatch); };
   return [=] { return compileForServing(source); };
@@ -145,8 +145,8 @@ int runServe() {
   serve::ServeOptions options;
   for (auto &flag : serveFlags())
     if (flag->getNumOccurrences() > 0)
-      if (absl::Status s = serve::setServeFlag(
-              options, std::string(flag->ArgStr), *flag);
+      if (absl::Status s =
+              serve::setServeFlag(options, std::string(flag->ArgStr), *flag);
           !s.ok())
         return fail(s, 2);
   options.maxBatch = maxBatchFlag;
@@ -187,9 +187,9 @@ int runServe() {
                                tokenizerFile};
   serve::ModelLoader fallback;
   if (!fallbackModel.empty())
-    fallback = loaderFor({fallbackModel, fallbackWeights, randomWeights, where,
-                          ""},
-                         options.maxBatch);
+    fallback =
+        loaderFor({fallbackModel, fallbackWeights, randomWeights, where, ""},
+                  options.maxBatch);
   return serve::serve(options, loaderFor(main, options.maxBatch), fallback);
 }
 

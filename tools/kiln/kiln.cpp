@@ -117,8 +117,7 @@ int main(int argc, char **argv) {
     return kiln::runEval();
   if (kiln::serveCommand())
     return kiln::runServe();
-  llvm::errs()
-      << "kiln: error: name a subcommand: compile, run, serve, tune, "
-         "inspect, cache or eval (kiln --help lists them)\n";
+  llvm::errs() << "kiln: error: name a subcommand: compile, run, serve, tune, "
+                  "inspect, cache or eval (kiln --help lists them)\n";
   return 2;
 }
