@@ -71,6 +71,8 @@ ttft-2048   2048 1   1"
 batch-32 32 128 16"
   same_batch=8 same_prompt=64 same_new=32 # the batch-1-against-8 check
   graph_modes="on off" repeats=10
+  # The server under load: clients, seconds, prompt tokens, new tokens.
+  serve_load="64 20 128 64"
   ;;
 emu)
   kit=${GPU_CHECK_KIT:-gpu-kit-emu}
@@ -85,6 +87,7 @@ ttft-2048   48 1 1"
 batch-32 4 16 4"
   # emu has no graphs: one run of each ("-").
   same_batch=4 same_prompt=8 same_new=8 graph_modes="-" repeats=2
+  serve_load="4 3 16 8"
   ;;
 *)
   echo "GPU_CHECK_DEVICE: '$device' is not cuda or emu" >&2
@@ -185,7 +188,7 @@ if ! "$run" --help >/dev/null 2>&1; then
     -DKILN_EMU_HEADER="\"$PWD/runtime/emu/cuda_emu.h\"" \
     -DKILN_CUDA_INCLUDE_DIR="\"$cuda/include\"" \
     -DKILN_CUDA_LIBRARY_DIR="\"$cuda/lib64\"" \
-    runtime/*.cpp runtime/emu/*.cpp runtime/cuda/*.cpp \
+    runtime/*.cpp runtime/emu/*.cpp runtime/cuda/*.cpp serve/*.cpp \
     tools/kiln-run/kiln-run.cpp -o "$work/kiln-run" \
     -Wl,--start-group "$kit"/lib/libabsl_*.a -Wl,--end-group -ldl -lpthread \
     2>"$work/kiln-run-build.log" || {
@@ -631,6 +634,49 @@ while read -r shape b p n; do
   fi
   say ""
 done <<<"$profiles"
+
+# The server under load (docs/serve.md): kiln-run --serve on the same
+# bundle with random weights, streaming clients for a fixed time
+# (bench/serve_load.py): requests/s, tokens/s, time to first token and
+# between tokens. The server loads its model first (its /health says 503
+# until then); SIGTERM drains it.
+read -r serve_clients serve_seconds serve_prompt serve_new <<<"$serve_load"
+serve_box=$(box 120 150)
+if ((serve_box == 0)); then
+  say "kiln serve under load: $skip."
+else
+  "$run" --serve "$model" --random-weights --device "$device" --port 0 \
+    >"$work/serve-out.txt" 2>"$work/serve-err.txt" &
+  serve_pid=$!
+  url=""
+  for _ in $(seq 1 100); do # its address line, within 10 s
+    url=$(grep -o 'http://[0-9.:]*' "$work/serve-out.txt" 2>/dev/null | head -1)
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  if [ -n "$url" ] && bounded "$serve_box" python3 bench/serve_load.py \
+    --url "$url" --wait-ready $((serve_box / 2)) --clients "$serve_clients" \
+    --seconds "$serve_seconds" --prompt-tokens "$serve_prompt" \
+    --max-tokens "$serve_new" --vocab "$vocab" \
+    --label "$name, random weights, kiln-run --serve --device $device" \
+    >"$work/serve-load.md" 2>&1; then
+    tee -a "$report" <"$work/serve-load.md"
+  elif [ -z "$url" ]; then
+    status=1
+    say "FAIL: kiln-run --serve printed no address: $(tail -1 "$work/serve-err.txt")"
+  else
+    status=1
+    say "FAIL: kiln serve under load: $(tail -1 "$work/serve-load.md")"
+  fi
+  kill -TERM "$serve_pid" 2>/dev/null
+  for _ in $(seq 1 100); do # the drain, within 10 s
+    kill -0 "$serve_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$serve_pid" 2>/dev/null
+  wait "$serve_pid" 2>/dev/null
+  say ""
+fi
 
 # Tuning: llama2-7b's candidates (the kit's cand.tar.xz, from kiln tune
 # --emit-candidates) timed with CUDA events, each folder time-boxed (cand:

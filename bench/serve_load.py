@@ -209,12 +209,23 @@ def main():
     ap.add_argument("--model", help="default: the first model of GET /v1/models")
     ap.add_argument("--json", metavar="OUT.json")
     ap.add_argument("--label", default="")
+    ap.add_argument("--wait-ready", type=float, default=0, metavar="SECONDS",
+                    help="first wait up to SECONDS for GET /health to answer 200 "
+                         "(a server still loading its model answers 503)")
     args = ap.parse_args()
     if args.vocab < 4 or args.clients < 1 or args.prompt_tokens < 1:
         ap.error("need --vocab >= 4, --clients >= 1, --prompt-tokens >= 1")
     url = urllib.parse.urlsplit(args.url)
     if url.scheme not in ("http", "https") or not url.hostname:
         ap.error("--url must be http://HOST[:PORT]")
+    ready_by = time.monotonic() + args.wait_ready
+    while time.monotonic() < ready_by:  # bounded by --wait-ready
+        try:
+            if get(url, "/health", args)[0] == 200:
+                break
+        except (OSError, http.client.HTTPException):
+            pass
+        time.sleep(0.2)
     try:
         status, body = get(url, "/v1/models", args)
     except (OSError, http.client.HTTPException) as e:

@@ -166,6 +166,12 @@ tar -C build-kit -cJf gpu-kit/cand.tar.xz cand cand-short
 # builds kiln-run there from the repository with these.
 mkdir -p gpu-kit/include gpu-kit/lib
 cp -r /usr/include/absl /usr/include/nlohmann gpu-kit/include/
+# And the Boost headers the server includes (Beast, Asio: ~1000 files,
+# 9 MB of Boost's 160), found by the compiler itself.
+kit_include="$PWD/gpu-kit/include"
+c++ -std=c++20 -I. -isystem /usr/local/cuda/include -M serve/*.cpp |
+  tr ' \\' '\n\n' | grep '^/usr/include/boost/' | sort -u |
+  sed 's|^/usr/include/||' | (cd /usr/include && xargs cp --parents -t "$kit_include")
 cp /usr/lib/x86_64-linux-gnu/libabsl_*.a gpu-kit/lib/
 echo "gpu-kit/: $(ls gpu-kit | tr '\n' ' ')($(du -sh gpu-kit | cut -f1))"
 # What travels: the device tool carries 64 MiB at most, the repository

@@ -386,7 +386,7 @@ private:
     job_.reset();
     fallbackHeader_.clear();
     if (!keepAlive_)
-      return close();
+      return watching_ ? close() : linger();
     if (watching_) { // its handler reads on once it is cancelled
       stream_.socket().cancel();
       return;
@@ -431,6 +431,27 @@ private:
                                job_->tokens.size()));
     }
     close();
+  }
+
+  /// The last response is written: no more is sent, and what the client
+  /// still sends (the rest of a body too large) is read and dropped for
+  /// up to 2 s, so that the close does not reset the connection (which
+  /// would lose the response the client has not yet read).
+  void linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds(2));
+    discard();
+  }
+  void discard() {
+    buffer_.clear();
+    stream_.async_read_some(
+        buffer_.prepare(64 << 10),
+        [self = shared_from_this()](beast::error_code ec, size_t) {
+          if (ec) // the client's end, or the 2 s
+            return self->close();
+          self->discard();
+        });
   }
 
   /// A drain waits for every generation's response to be written (or its
