@@ -75,12 +75,11 @@ private:
     ResponseHead head;
     bool stream = false, includeUsage = false, first = true;
     bool finished = false;
-    int64_t promptTokens = 0, maxTokens = 0;
+    int64_t promptTokens = 0;
     std::unique_ptr<TextStream> text; // null without a tokenizer
     std::string pendingText, wholeText;
     std::vector<int32_t> pendingIds, tokens;
     Clock::time_point started;
-    std::string what; // "POST /v1/completions" for the log
   };
 
   void read() {
@@ -111,7 +110,16 @@ private:
       return refuse(
           {431, "headers_too_large", "", "the headers are too large"});
     }
-    if (ec) // end of stream, a timeout, a malformed request
+    if (ec &&
+        ec.category() ==
+            http::make_error_code(http::error::bad_method).category() &&
+        ec != http::error::end_of_stream && buffer_.size() > 0) {
+      keepAlive_ = false; // where the next request starts is unknown
+      what_ = "(malformed)";
+      return refuse({400, "bad_request", "",
+                     absl::StrCat("not an HTTP/1.1 request: ", ec.message())});
+    }
+    if (ec) // the client's end, a timeout
       return close();
     ++requests_;
     stream_.expires_never();
@@ -174,7 +182,6 @@ private:
     job->stream = api.stream;
     job->includeUsage = api.includeUsage;
     job->promptTokens = prepared.promptTokens;
-    job->maxTokens = prepared.request.maxNewTokens;
     job->started = Clock::now();
     if (const TextTokenizer *tok = model.info.tokenizer) {
       Job *j = job.get();

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -346,6 +347,21 @@ def scenario_errors(server, fixtures):
         check(error_of(status, got) == want,
               "%s: %s %r" % (what, status, got))
         print("ok: %s -> %d %s" % (what, want[0], want[2]))
+    # Not HTTP at all: a 400 too, and the connection closes.
+    with socket.create_connection((server.host, server.port),
+                                  timeout=TIMEOUT) as raw:
+        raw.sendall(b"GARBAGE\r\n\r\n")
+        answer = b""
+        for _ in range(1000):  # until the server closes
+            piece = raw.recv(65536)
+            if not piece:
+                break
+            answer += piece
+    head, _, text = answer.decode().partition("\r\n\r\n")
+    check(head.startswith("HTTP/1.1 400") and
+          error_of(400, json.loads(text))[2] == "bad_request",
+          "not HTTP: %r" % answer)
+    print("ok: not HTTP -> 400 bad_request")
     check(server.request("GET", "/v1/nothing", None, key)[0] == 404, "404")
     check(server.request("GET", "/v1/completions", None, key)[0] == 405,
           "405")
