@@ -31,18 +31,19 @@ namespace {
 /// `failing` is set.
 class ScriptedDevice : public PlanDevice {
 public:
-  ScriptedDevice() : PlanDevice(program()) {}
+  explicit ScriptedDevice(int64_t poolBlocks = 4)
+      : PlanDevice(program(poolBlocks)) {}
   std::string name() const override { return "scripted"; }
   std::atomic<bool> failing{false};
 
 private:
-  static Program program() {
+  static Program program(int64_t poolBlocks) {
     Program p;
     p.vocab = 8;
     p.maxPositions = 32;
     p.sequences = 2;
     p.tableBlocks = 2;
-    p.poolBlocks = 4;
+    p.poolBlocks = poolBlocks;
     p.blockSize = 16;
     p.arenaBytes = 1 << 20;
     p.poolBytes = 3 << 20;
@@ -340,6 +341,21 @@ TEST(Engine, CancelFreesTheBlocksAndTheQueueIsBounded) {
   EXPECT_EQ(metrics.value("kiln_requests_total",
                           {{"model", "m"}, {"finish", "cancelled"}}),
             2);
+}
+
+TEST(Engine, ARequestThePoolCannotHoldFailsAlone) {
+  ScriptedDevice device(/*poolBlocks=*/1); // 16 tokens in all
+  Metrics metrics;
+  Engine engine(device, engineOptions(), metrics);
+  Recorder small, large;
+  ASSERT_TRUE(engine.submit(request({1, 2, 3}, 4), small.sink()).ok());
+  std::vector<int32_t> prompt(20, 3); // two blocks: never fits
+  ASSERT_TRUE(engine.submit(request(prompt, 4), large.sink()).ok());
+  JobEnd failed = large.end();
+  EXPECT_TRUE(absl::IsResourceExhausted(failed.status)) << failed.status;
+  JobEnd ok = small.end();
+  EXPECT_TRUE(ok.status.ok()) << ok.status;
+  EXPECT_EQ(ok.generated, 4);
 }
 
 TEST(Engine, UnhealthyAfterFiveFailuresInARow) {
