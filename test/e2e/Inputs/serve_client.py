@@ -382,7 +382,7 @@ def scenario_errors(server, fixtures):
 def scenario_queue(server, fixtures):
     """--max-batch 1 --max-queue 1: one runs, one waits, the third is 429."""
     prompt, greedy = fixture(fixtures)
-    running = Stream(server, greedy_body(prompt, 60))
+    running = Stream(server, greedy_body(prompt, 100))
     check(running.next_event(), "the first stream ended early")
     waited = {}
 
@@ -463,7 +463,7 @@ def scenario_fallback(server, fixtures):
     """--max-batch 1 --max-queue 10: with 9 waiting (above 80%), a new
     request goes to the fallback, marked in the response."""
     prompt, greedy = fixture(fixtures)
-    running = Stream(server, greedy_body(prompt, 60, model="gqa"))
+    running = Stream(server, greedy_body(prompt, 100, model="gqa"))
     check(running.next_event(), "the stream ended early")
     results = []
     threads = [threading.Thread(target=lambda: results.append(server.request(
