@@ -1,6 +1,8 @@
 //===- BuildProgram.cpp - bind every kernel argument of prefill and decode ===//
 #include "codegen/BuildProgram.h"
+
 #include "ir/KilnOps.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -497,6 +499,12 @@ std::vector<int64_t> batchBuckets(int64_t sequences) {
 
 llvm::Expected<Program> buildProgram(ModuleOp module,
                                      const CodegenOptions &opts) {
+  if (auto ranks = module->getAttrOfType<IntegerAttr>("kiln.tensor_parallel"))
+    return llvm::createStringError(llvm::formatv(
+        "the plans of a module split over {0} ranks (kiln.all_reduce, "
+        "kiln.all_gather, sliced weights) are not built yet: --tp {0} shows "
+        "the ranks' IR (--emit=mlir) and their sizes (--stats)",
+        ranks.getInt()));
   auto prefill = module.lookupSymbol<func::FuncOp>("prefill");
   auto decode = module.lookupSymbol<func::FuncOp>("decode");
   auto pool = module->getAttrOfType<KVPoolAttr>("kiln.kv_pool");

@@ -91,8 +91,8 @@ private:
   }
 
   Value weight(const std::string &name, ArrayRef<int64_t> shape) {
-    return b.create<WeightOp>(loc(name), RankedTensorType::get(shape, et),
-                              name);
+    return b.create<WeightOp>(loc(name), RankedTensorType::get(shape, et), name,
+                              ShardAttr());
   }
 
   Value rmsNorm(const std::string &module, Value x) {
@@ -109,8 +109,9 @@ private:
       quant = QuantAttr::get(b.getContext(), it->second);
     else if (opts.quantize)
       quant = QuantAttr::get(b.getContext(), *opts.quantize);
-    Value w = b.create<WeightOp>(
-        loc(name), RankedTensorType::get({out, in}, et, quant), name);
+    Value w = b.create<WeightOp>(loc(name),
+                                 RankedTensorType::get({out, in}, et, quant),
+                                 name, ShardAttr());
     return b.create<LinearOp>(loc(module), act(out), x, w);
   }
 
@@ -344,16 +345,21 @@ absl::StatusOr<std::vector<WeightSpec>> collectWeights(ModuleOp module) {
           "weight '", name, "' is used with two shapes, ",
           shapeString(specs[it->second].shape), " and ", shapeString(shape)));
   };
+  // A rank's slice (#kiln.shard) needs the whole checkpoint tensor.
   module.walk([&](Operation *op) {
     if (auto w = dyn_cast<WeightOp>(op)) {
-      need(w.getName(),
-           {w.getType().getShape().begin(), w.getType().getShape().end()},
-           weightQuant(w.getType()));
+      std::vector<int64_t> shape(w.getType().getShape().begin(),
+                                 w.getType().getShape().end());
+      if (ShardAttr shard = w.getShardAttr())
+        shape[shard.getAxis()] *= shard.getParts();
+      need(w.getName(), shape, weightQuant(w.getType()));
     } else if (auto p = dyn_cast<PackedWeightOp>(op)) {
       // A packed weight needs its sources and the norm it folds in.
       int64_t k = p.getType().getDimSize(1);
-      for (auto [source, rows] : llvm::zip(p.getSources(), p.getRows()))
-        need(cast<StringAttr>(source).getValue(), {rows, k},
+      auto parts = p.getShardParts();
+      for (auto [i, source] : llvm::enumerate(p.getSources()))
+        need(cast<StringAttr>(source).getValue(),
+             {p.getRows()[i] * (parts ? (*parts)[i] : 1), k},
              weightQuant(p.getType()));
       if (auto norm = p.getScaledBy())
         need(*norm, {k});

@@ -50,6 +50,9 @@ struct FrontendOptions {
   /// The KV cache's storage: empty (the activations' type), "fp8" (e4m3)
   /// or "int8", codes with an f16 scale per head of each slot (--kv-dtype).
   std::string kvDtype;
+  /// Ranks the model is split over (--tp N: kiln-shard-tensor-parallel
+  /// before the fusions); 1: none.
+  int64_t tensorParallel = 1;
 };
 
 /// OK, or why `format` cannot quantize the config's projections, naming

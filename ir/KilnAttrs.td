@@ -126,6 +126,34 @@ def Kiln_KVPoolAttr : AttrDef<Kiln_Dialect, "KVPool"> {
   }];
 }
 
+def Kiln_ShardAttr : AttrDef<Kiln_Dialect, "Shard"> {
+  let mnemonic = "shard";
+  let summary = "the slice of a checkpoint tensor one rank holds";
+  let description = [{
+    Tensor parallelism (`kiln-shard-tensor-parallel`): the checkpoint
+    tensor is cut into `parts` equal slices along `axis` (0: rows, the
+    column-parallel QKV, gate/up and LM head; 1: columns, the row-parallel
+    O and down projections), and rank `r` of the module's
+    `kiln.tensor_parallel` ranks holds slice `r * parts / ranks`: its own
+    when `parts` equals the ranks, one it shares with `ranks / parts`
+    others when there are fewer (key and value heads replicated, as when a
+    model has fewer KV heads than ranks). The op's type is the slice's.
+
+    ```mlir
+    %wq = kiln.weight "model.layers.0.self_attn.q_proj.weight" shard <axis = 0, parts = 4> : tensor<2048x8192xf16>
+    ```
+  }];
+  let parameters = (ins "int64_t":$axis, "int64_t":$parts);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The slice rank `rank` of `ranks` holds.
+    int64_t partOf(int64_t rank, int64_t ranks) const {
+      return rank * getParts() / ranks;
+    }
+  }];
+}
+
 def Kiln_QuantAttr : AttrDef<Kiln_Dialect, "Quant",
     [DeclareAttrInterfaceMethods<VerifiableTensorEncoding>]> {
   let mnemonic = "quant";

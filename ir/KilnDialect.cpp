@@ -162,6 +162,17 @@ RopeDynamicAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t axis, int64_t parts) {
+  if (axis != 0 && axis != 1)
+    return emitError() << "#kiln.shard: the axis is 0 (rows) or 1 (columns), "
+                          "not "
+                       << axis;
+  if (parts < 1)
+    return emitError() << "#kiln.shard: needs at least one part, not " << parts;
+  return success();
+}
+
 double RopeDynamicAttr::base(double theta, int64_t headDim,
                              int64_t length) const {
   if (length <= getOriginal())
@@ -221,6 +232,10 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     if (pool.getLayerBytes() < 2 * pool.getBlocks() * pool.getBlockBytes())
       return fail("holds less than a layer's keys and values (layer_bytes < "
                   "2 * blocks * block_bytes)");
+  } else if (name == "kiln.tensor_parallel") {
+    auto ranks = dyn_cast<IntegerAttr>(value);
+    if (!onModule || !nonNegative(value) || ranks.getInt() < 2)
+      return fail("must be an i64 of at least 2 ranks on the module");
   } else if (name == "kiln.phase") {
     if (!onFunction || !isa<PhaseAttr>(value))
       return fail("must be a #kiln.phase on a function");

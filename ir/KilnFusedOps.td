@@ -16,7 +16,10 @@ def Kiln_PackedWeightOp : Kiln_Op<"packed_weight", [Pure]> {
     by that `[K]` norm weight, which folds an RMSNorm's weight into the
     matmul that follows it: `(x / rms(x) * g)·Wᵀ = (x / rms(x))·(W·diag(g))ᵀ`.
     The packed weights of a module are its weight manifest: the runtime
-    builds each one once, as its attributes say.
+    builds each one once, as its attributes say. With `shard_parts`
+    (tensor parallelism), source `i` is the rank's slice of rows of the
+    checkpoint tensor cut into `shard_parts[i]` parts (#kiln.shard with
+    axis 0), and `rows[i]` the slice's rows.
 
     ```mlir
     %w = kiln.packed_weight "model.layers.0.self_attn.q_proj+k_proj+v_proj" = [
@@ -26,10 +29,12 @@ def Kiln_PackedWeightOp : Kiln_Op<"packed_weight", [Pure]> {
     ```
   }];
   let arguments = (ins StrAttr:$name, StrArrayAttr:$sources,
-                       DenseI64ArrayAttr:$rows, OptionalAttr<StrAttr>:$scaled_by);
+                       DenseI64ArrayAttr:$rows, OptionalAttr<StrAttr>:$scaled_by,
+                       OptionalAttr<DenseI64ArrayAttr>:$shard_parts);
   let results = (outs Kiln_Matrix:$result);
   let assemblyFormat = [{
-    $name `=` $sources `rows` $rows (`scaled_by` $scaled_by^)? attr-dict `:` type($result)
+    $name `=` $sources `rows` $rows (`scaled_by` $scaled_by^)?
+    (`shard_parts` $shard_parts^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

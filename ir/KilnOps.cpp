@@ -181,6 +181,11 @@ LogicalResult WeightOp::verify() {
   if (!getType().hasStaticShape())
     return emitOpError() << "weight '" << getName()
                          << "' must have a static shape";
+  if (auto shard = getShardAttr();
+      shard && shard.getAxis() >= getType().getRank())
+    return emitOpError() << "weight '" << getName() << "' has rank "
+                         << getType().getRank() << ": no axis "
+                         << shard.getAxis() << " to shard";
   return success();
 }
 
@@ -382,6 +387,40 @@ LogicalResult PackedWeightOp::verify() {
   if (!type.hasStaticShape() || type.getDimSize(0) != total)
     return emitOpError() << "result has " << type.getDimSize(0)
                          << " rows, the sources give " << total;
+  if (auto parts = getShardParts()) {
+    if (parts->size() != getSources().size())
+      return emitOpError() << "needs one shard_parts entry per source";
+    if (llvm::any_of(*parts, [](int64_t p) { return p < 1; }))
+      return emitOpError() << "shard_parts must be positive";
+  }
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getRanks() < 2)
+    return emitOpError() << "needs at least 2 ranks, not " << getRanks();
+  if (getResidual() && getResidual().getType() != getInput().getType())
+    return emitOpError() << "residual type " << getResidual().getType()
+                         << " differs from the input type "
+                         << getInput().getType();
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (getRanks() < 2)
+    return emitOpError() << "needs at least 2 ranks, not " << getRanks();
+  auto in = tensorType(getInput()), out = tensorType(getResult());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "result element type " << out.getElementType()
+                         << " differs from the input's " << in.getElementType();
+  if (in.getDimSize(0) != out.getDimSize(0))
+    return emitOpError() << "keeps the rows: result " << out.getDimSize(0)
+                         << ", input " << in.getDimSize(0);
+  if (in.isDynamicDim(1) || out.isDynamicDim(1) ||
+      out.getDimSize(1) != int64_t(getRanks()) * in.getDimSize(1))
+    return emitOpError() << "result has " << out.getDimSize(1)
+                         << " columns, not " << getRanks() << " ranks x "
+                         << in.getDimSize(1);
   return success();
 }
 

@@ -65,10 +65,13 @@ def Kiln_WeightOp : Kiln_Op<"weight", [Pure]> {
     ```mlir
     %w = kiln.weight "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xf16>
     ```
+
+    With `shard` (tensor parallelism), it is the rank's slice of the
+    tensor (#kiln.shard).
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<Kiln_ShardAttr>:$shard);
   let results = (outs RankedTensorOf<[F16, BF16, F32]>:$result);
-  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let assemblyFormat = "$name (`shard` $shard^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
@@ -433,6 +436,54 @@ def Kiln_AddOp : Kiln_BinaryOp<"add", "sum"> {
     %h1 = kiln.add %h, %o : tensor<?x4096xf16>
     ```
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (tensor parallelism: docs/tensor-parallel.md)
+//===----------------------------------------------------------------------===//
+
+def Kiln_AllReduceOp : Kiln_Op<"all_reduce", [Pure,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "the sum over the ranks, plus the residual";
+  let description = [{
+    `result = residual + Σ_ranks input`: the row-parallel O and down
+    projections leave each rank a partial `[S, D]` product; their sum, in
+    f32 and rounded once to the element type, is the layer's output, and
+    the residual connection is added to it once (not on every rank).
+    `ranks` is the module's `kiln.tensor_parallel`, at least 2.
+
+    ```mlir
+    %h1 = kiln.all_reduce %o residual(%h) ranks = 4 : tensor<?x8192xf16>, tensor<?x8192xf16>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$input,
+                       Optional<Kiln_Activation>:$residual,
+                       I64Attr:$ranks);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = [{
+    $input (`residual` `(` $residual^ `)`)? `ranks` `=` $ranks attr-dict `:`
+    type($result) (`,` type($residual)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_AllGatherOp : Kiln_Op<"all_gather", [Pure]> {
+  let summary = "every rank's columns, in rank order";
+  let description = [{
+    The LM head split over the vocabulary leaves each rank the logits of
+    its `V / ranks` tokens; `result[s, r * n + j] = input_r[s, j]` puts them
+    side by side, `[S, V]`, for sampling.
+
+    ```mlir
+    %logits = kiln.all_gather %part ranks = 4 : tensor<?x8000xf32> -> tensor<?x32000xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Activation:$input, I64Attr:$ranks);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = [{
+    $input `ranks` `=` $ranks attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 include "ir/KilnFusedOps.td"

@@ -44,7 +44,8 @@ std::optional<StringRef> weightName(Value weight) {
 PackedWeightOp packWeights(PatternRewriter &rewriter, ArrayRef<Value> weights,
                            Value normWeight) {
   SmallVector<StringRef> sources;
-  SmallVector<int64_t> rows;
+  SmallVector<int64_t> rows, parts; // parts: each source's row slices
+  bool sharded = false;
   SmallVector<Location> locs;
   auto first = cast<RankedTensorType>(weights.front().getType());
   for (Value w : weights) {
@@ -54,6 +55,12 @@ PackedWeightOp packWeights(PatternRewriter &rewriter, ArrayRef<Value> weights,
         type.getElementType() != first.getElementType() ||
         type.getEncoding() != first.getEncoding()) // one format a buffer
       return nullptr;
+    // A rank's slice of rows stacks as any weight; one of columns does not.
+    ShardAttr shard = w.getDefiningOp<WeightOp>().getShardAttr();
+    if (shard && shard.getAxis() != 0)
+      return nullptr;
+    sharded |= bool(shard);
+    parts.push_back(shard ? shard.getParts() : 1);
     sources.push_back(*name);
     rows.push_back(type.getDimSize(0));
     locs.push_back(w.getLoc());
@@ -72,7 +79,7 @@ PackedWeightOp packWeights(PatternRewriter &rewriter, ArrayRef<Value> weights,
   return rewriter.create<PackedWeightOp>(
       rewriter.getFusedLoc(locs), type, packedName(sources),
       rewriter.getStrArrayAttr(sources), rewriter.getDenseI64ArrayAttr(rows),
-      scaledBy);
+      scaledBy, sharded ? rewriter.getDenseI64ArrayAttr(parts) : nullptr);
 }
 
 } // namespace kiln

@@ -12,7 +12,8 @@ namespace kiln {
 /// stacks `weights`, each defined by a kiln.weight, and folds `normWeight`
 /// (a kiln.weight, or null) into its columns. Returns null when a value is
 /// not a named weight or the column counts, element types or #kiln.quant
-/// formats differ (the packed weight has theirs).
+/// formats differ (the packed weight has theirs), or a weight is a slice
+/// of columns (#kiln.shard axis 1); slices of rows keep their parts.
 PackedWeightOp packWeights(mlir::PatternRewriter &rewriter,
                            llvm::ArrayRef<mlir::Value> weights,
                            mlir::Value normWeight);

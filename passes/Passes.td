@@ -10,6 +10,37 @@
 
 include "mlir/Pass/PassBase.td"
 
+def KilnShardTensorParallel : Pass<"kiln-shard-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Split the model over `ranks` GPUs: Megatron's tensor parallelism";
+  let description = [{
+    Rewrites the tensor-level module into what each of `ranks` ranks runs
+    (docs/tensor-parallel.md), before the fusions:
+
+    - Q, K, V, gate and up are column-parallel: each rank holds a slice of
+      their rows (#kiln.shard axis 0) and computes its heads and its part
+      of the FFN; RoPE, the KV cache and attention see `H / ranks` heads.
+    - O and down are row-parallel: a slice of their columns (axis 1)
+      gives each rank a partial product, and `kiln.add(h, o)` becomes
+      `kiln.all_reduce %o residual(%h)`: the sum over the ranks, with the
+      residual added once.
+    - Key and value heads split too (`Hkv / ranks` a rank), or, when
+      there are fewer of them than ranks (MQA, 70B's 8 at 16 ranks), each
+      rank keeps the one its query heads read, shared by `ranks / Hkv`.
+    - The LM head splits over the vocabulary; `kiln.all_gather` puts the
+      logits side by side for sampling.
+    - Embeddings and norms are replicated.
+
+    The module gets `kiln.tensor_parallel = ranks`. Fails, naming the
+    dimension, when the ranks do not divide the heads, the FFN width or the
+    vocabulary, or when Hkv and the ranks do not divide one another; also
+    on a fused module and on quantized weights (not done yet).
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", "2", "GPUs the model is split over">
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnFuseRMSNormMatmul : Pass<"kiln-fuse-rmsnorm-matmul", "::mlir::func::FuncOp"> {
   let summary = "Fuse an RMSNorm into the matmuls that read it";
   let description = [{

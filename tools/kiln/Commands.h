@@ -107,6 +107,10 @@ absl::Status writeBundleFor(const CompiledModel &m, const CodegenOptions &knobs,
 
 /// kiln compile --stats: kernels per step in `unfused` and `fused`, HBM
 /// bytes per decode token, arena and KV pool.
+/// kiln compile --tp N --stats: a rank's weights against the model's, its
+/// key/value heads, and the bytes of the collectives a decode token needs.
+void printTensorParallel(mlir::ModuleOp fused, const LlamaConfig &config);
+
 void printStats(mlir::ModuleOp fused, mlir::ModuleOp unfused,
                 const LlamaConfig &config);
 

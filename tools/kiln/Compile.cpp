@@ -118,6 +118,26 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
   if (afterStage)
     if (absl::Status s = afterStage("frontend", *out.module); !s.ok())
       return s;
+  if (opts.tensorParallel > 1) { // a rank's module, before the fusions
+    PassManager pm(&ctx);
+    KilnShardTensorParallelOptions shard;
+    shard.ranks = opts.tensorParallel;
+    pm.addPass(createKilnShardTensorParallel(shard));
+    // The pass says what does not split: that is the one-line error.
+    std::string why;
+    ScopedDiagnosticHandler keep(&ctx, [&](Diagnostic &d) {
+      if (why.empty())
+        why = d.str();
+      return success();
+    });
+    if (failed(pm.run(*out.module)))
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", why));
+    if (afterStage)
+      if (absl::Status s =
+              afterStage("kiln-shard-tensor-parallel", *out.module);
+          !s.ok())
+        return s;
+  }
   if (opts.fusion) {
     // One pass manager for the whole pipeline, or one per stage when each
     // stage's IR is wanted.

@@ -116,6 +116,12 @@ cl::opt<int64_t> maxContextFlag(
     cl::init(0), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(serveCommand()), cl::sub(tuneCommand()));
 
+cl::opt<int64_t> tensorParallelFlag(
+    "tp",
+    cl::desc("Split the model over N GPUs (tensor parallelism: "
+             "docs/tensor-parallel.md); the ranks' IR and sizes so far"),
+    cl::value_desc("N"), cl::init(1), cl::sub(compileCommand()));
+
 cl::opt<int64_t> kvMemoryFlag(
     "kv-memory",
     cl::desc("Bytes for the KV pool (default: --max-batch sequences at "
@@ -235,6 +241,11 @@ absl::StatusOr<FrontendOptions> frontendOptions() {
     if (kvDtypeFlag != "f16")
       opts.kvDtype = kvDtypeFlag;
   }
+  if (tensorParallelFlag < 1 || tensorParallelFlag > 64)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tp: ", int64_t(tensorParallelFlag),
+                     " is not a number of GPUs from 1 to 64"));
+  opts.tensorParallel = tensorParallelFlag;
   opts.maxBatch = maxBatchFlag;
   opts.kvMemory = kvMemoryFlag;
   opts.maxContext = maxContextFlag;

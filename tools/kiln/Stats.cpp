@@ -19,6 +19,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <set>
+
 using namespace mlir;
 
 namespace kiln {
@@ -244,6 +246,88 @@ void printStats(ModuleOp fused, ModuleOp unfused, const LlamaConfig &c) {
             : "the largest quantized weight as f16, for cuBLAS's GEMMs of "
               "long prompts");
   }
+  printTensorParallel(fused, c);
+}
+
+void printTensorParallel(ModuleOp fused, const LlamaConfig &c) {
+  auto ranksAttr = fused->getAttrOfType<IntegerAttr>("kiln.tensor_parallel");
+  auto decode = fused.lookupSymbol<func::FuncOp>("decode");
+  if (!ranksAttr || !decode)
+    return;
+  const int64_t ranks = ranksAttr.getInt();
+  auto bytesOf = [](Type t) {
+    auto type = cast<RankedTensorType>(t);
+    return type.getNumElements() * (int64_t(type.getElementTypeBitWidth()) / 8);
+  };
+  // A rank's weights as the device holds them, the checkpoint's (slices
+  // made whole), and the part every rank holds whole.
+  int64_t rank = 0, model = 0, replicated = 0;
+  std::set<std::string> seen;
+  fused.walk([&](Operation *op) {
+    if (auto w = dyn_cast<WeightOp>(op)) {
+      // (Tied embeddings: the LM head's slice and the whole table.)
+      if (!seen.insert(w.getName().str() + (w.getShardAttr() ? "#" : ""))
+               .second ||
+          w->use_empty())
+        return;
+      int64_t b = bytesOf(w.getType());
+      int64_t parts = w.getShardAttr() ? w.getShardAttr().getParts() : 1;
+      rank += b;
+      model += b * parts;
+      replicated += parts == 1 ? b : 0;
+    } else if (auto p = dyn_cast<PackedWeightOp>(op)) {
+      if (!seen.insert(p.getName().str()).second)
+        return;
+      int64_t perRow = bytesOf(p.getType()) / p.getType().getDimSize(0);
+      auto parts = p.getShardParts();
+      for (auto [i, rows] : llvm::enumerate(p.getRows())) {
+        int64_t n = parts ? (*parts)[i] : 1;
+        rank += rows * perRow;
+        model += rows * perRow * n;
+        replicated += n == 1 ? rows * perRow : 0;
+      }
+    }
+  });
+  int64_t reduces = 0, reduceBytes = 0, gathered = 0;
+  decode.walk([&](Operation *op) {
+    if (auto r = dyn_cast<AllReduceOp>(op)) {
+      ++reduces;
+      reduceBytes += bytesOf(r.getType());
+    } else if (auto g = dyn_cast<AllGatherOp>(op)) {
+      gathered += bytesOf(g.getInput().getType());
+    }
+  });
+  auto cache = dyn_cast<KVCacheType>(decode.getArgumentTypes().back());
+  auto &os = llvm::outs();
+  os << llvm::formatv("  tensor parallel over {0} ranks "
+                      "(docs/tensor-parallel.md): the figures above are one "
+                      "rank's\n",
+                      ranks);
+  os << llvm::formatv(
+      "    weights      {0} a rank, {1} on the {2} ranks "
+      "({3:F1}% more than the model's {4}: {5} on every "
+      "rank (embeddings, norms){6})\n",
+      size(rank), size(rank * ranks), ranks,
+      100.0 * (rank * ranks - model) / model, size(model), size(replicated),
+      c.numKVHeads < ranks ? ", key/value slices on several" : "");
+  if (cache)
+    os << llvm::formatv(
+        "    kv heads     {0} a rank of the model's {1}{2}\n",
+        cache.getKvHeads(), c.numKVHeads,
+        c.numKVHeads < ranks
+            ? llvm::formatv(", each kept by {0} ranks", ranks / c.numKVHeads)
+                  .str()
+            : std::string());
+  os << llvm::formatv("    all-reduce   {0} a decode token ({1} a layer), {2} "
+                      "each: {3} a token; a ring all-reduce moves {4} of it "
+                      "through each GPU's links\n",
+                      reduces, reduces / std::max<int64_t>(c.numLayers, 1),
+                      size(reduceBytes / std::max<int64_t>(reduces, 1)),
+                      size(reduceBytes),
+                      size(2.0 * (ranks - 1) / ranks * reduceBytes));
+  os << llvm::formatv("    all-gather   the logits: {0} a rank a token "
+                      "({1} of {2} columns in f32)\n",
+                      size(gathered), c.vocabSize / ranks, c.vocabSize);
 }
 
 namespace {
