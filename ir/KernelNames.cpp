@@ -89,6 +89,10 @@ std::string moduleKernelName(Operation *op, bool byMnemonic) {
   return byMnemonic ? base + "." + what : base;
 }
 
+// A matmul left alone (a rank's O or down projection, whose sum is a
+// kiln.all_reduce): named after its weight, as the fused ones are.
+std::string LinearOp::getKernelName() { return matmulName(getWeight()); }
+
 std::string FusedLinearOp::getKernelName() {
   SmallVector<StringRef> epilogues;
   if (getSwiglu())

@@ -118,7 +118,8 @@ def Kiln_RMSNormOp : Kiln_KernelOp<"rms_norm", [Pure, AllTypesMatch<["input", "r
 }
 
 def Kiln_LinearOp : Kiln_KernelOp<"linear", [Pure],
-    "linear_epilogue", "gemv", "linear_epilogue", 0, ["getKernelCost"]> {
+    "linear_epilogue", "gemv", "linear_epilogue", 0,
+    ["getKernelCost", "getKernelName"]> {
   let summary = "x·Wᵀ against a named weight";
   let description = [{
     `result = input · weightᵀ` with float32 accumulation; input `[S, K]`,
