@@ -62,6 +62,13 @@ struct GpuModel {
   /// its wait still waits for).
   bool dependentLaunch = false;
   double dependentLaunchMicros = 0.5;
+  /// Between GPUs (tensor parallelism): NVLink's bandwidth a direction
+  /// (NVLink 4 on H100/H200 SXM: 900 GB/s both ways), and the latency of
+  /// one all-reduce or all-gather of a decode step's few kilobytes (an
+  /// assumption: 4-10 us is what NCCL's small all-reduces take on H100
+  /// NVLink; unmeasured by kiln).
+  double linkBytesPerSecond = 450e9;
+  double collectiveMicros = 6;
 
   /// The HBM bandwidth a launch can reach with enough bytes in flight.
   double reachableHbm() const { return hbmBytesPerSecond * hbmEfficiency; }

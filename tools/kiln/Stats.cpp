@@ -12,6 +12,7 @@
 #include "ir/KilnOps.h"
 #include "runtime/AtomicFile.h"
 #include "tools/kiln/Commands.h"
+#include "tune/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
@@ -328,6 +329,34 @@ void printTensorParallel(ModuleOp fused, const LlamaConfig &c) {
   os << llvm::formatv("    all-gather   the logits: {0} a rank a token "
                       "({1} of {2} columns in f32)\n",
                       size(gathered), c.vocabSize / ranks, c.vocabSize);
+  // Batch 1's decode token on each modelled GPU: a rank's weights and KV
+  // at the reachable HBM bandwidth, its kernels' launches in a graph with
+  // dependent launch, each collective's latency and its ring traffic over
+  // NVLink.
+  const int64_t context = std::min<int64_t>(1024, c.maxPositions);
+  const int64_t kvBytes = cache ? 2 * c.numLayers * cache.getSlotBytes() *
+                                      context
+                                : 0;
+  const int64_t kernels = countKernels(decode);
+  os << llvm::formatv("    predicted (cost model, not measured): batch 1's "
+                      "decode at a context of {0} on {1} GPUs\n",
+                      context, ranks);
+  for (const GpuModel &g : gpuModelsFor("sm_90")) {
+    double memory = double(rank + kvBytes) / g.reachableHbm();
+    double launches = kernels * (g.dependentLaunch ? g.dependentLaunchMicros
+                                                   : g.launchMicros) *
+                      1e-6;
+    double ring = 2.0 * (ranks - 1) / ranks * reduceBytes + gathered;
+    double links =
+        (reduces + 1) * g.collectiveMicros * 1e-6 + ring / g.linkBytesPerSecond;
+    double step = memory + launches + links;
+    os << llvm::formatv("      {0,-5} {1:F1} tokens/s: {2:F2} ms = {3:F2} ms "
+                        "of HBM + {4:F2} ms of launches + {5:F2} ms of "
+                        "collectives ({6} at {7:F0} us, NVLink {8:F0} GB/s)\n",
+                        g.shortName, 1.0 / step, step * 1e3, memory * 1e3,
+                        launches * 1e3, links * 1e3, reduces + 1,
+                        g.collectiveMicros, g.linkBytesPerSecond / 1e9);
+  }
 }
 
 namespace {
