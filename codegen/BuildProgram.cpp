@@ -79,6 +79,10 @@ WeightBuffer manifestEntry(Operation *op) {
     auto type = weight.getType();
     w.name = weight.getName().str();
     w.sources = {{w.name, {type.getShape().begin(), type.getShape().end()}}};
+    if (ShardAttr shard = weight.getShardAttr()) {
+      w.sources[0].shardAxis = shard.getAxis();
+      w.sources[0].shardParts = shard.getParts();
+    }
     w.cols = type.getDimSize(type.getRank() - 1);
     w.quant = weightQuant(type);
     return w;
@@ -87,8 +91,12 @@ WeightBuffer manifestEntry(Operation *op) {
   w.quant = weightQuant(packed.getType());
   w.name = packed.getName().str();
   w.cols = packed.getType().getDimSize(1);
-  for (auto [s, rows] : llvm::zip(packed.getSources(), packed.getRows()))
-    w.sources.push_back({cast<StringAttr>(s).str(), {rows, w.cols}});
+  auto parts = packed.getShardParts();
+  for (auto [i, s] : llvm::enumerate(packed.getSources()))
+    w.sources.push_back({cast<StringAttr>(s).str(),
+                         {packed.getRows()[i], w.cols},
+                         0,
+                         parts ? (*parts)[i] : 1});
   if (auto norm = packed.getScaledBy())
     w.scaledBy = norm->str();
   return w;

@@ -62,6 +62,11 @@ void appendRows(QuantizedMatrix &out, const QuantizedMatrix &m) {
 absl::StatusOr<QuantizedMatrix> stackQuantized(const WeightSet &weights,
                                                const WeightBuffer &b) {
   const QuantFormat &f = *b.quant;
+  for (const WeightSource &source : b.sources)
+    if (source.shardParts > 1)
+      return absl::UnimplementedError(absl::StrCat(
+          "buffer '", b.name, "': a rank's slice of a quantized weight ('",
+          source.name, "') is not done yet"));
   QuantFormat plain = f; // what a source is read as, columns in order
   plain.actOrder = false;
   QuantizedMatrix out;
@@ -190,13 +195,30 @@ WeightProvider::pack(const WeightBuffer &w) const {
   rows.reserve(elements);
   for (const WeightSource &source : w.sources) {
     const TensorView *t = weights.find(source.name);
-    if (!t || t->shape != source.shape)
+    if (!t || t->shape != source.checkpointShape())
       return absl::InvalidArgumentError(
           absl::StrCat(weights.origin(), ": no weight '", source.name,
-                       "' of shape ", shapeString(source.shape)));
+                       "' of shape ", shapeString(source.checkpointShape())));
     size_t at = rows.size();
-    rows.resize(at + t->numElements());
-    t->toFloat(rows.data() + at);
+    if (source.shardParts == 1) {
+      rows.resize(at + t->numElements());
+      t->toFloat(rows.data() + at);
+      continue;
+    }
+    // The rank's part: a block of rows, or of each row's columns.
+    std::vector<float> whole(t->numElements()); // checkpointShape()
+    t->toFloat(whole.data());
+    const int64_t part = int64_t(rank_) * source.shardParts / ranks_;
+    const int64_t sliceRows = source.shape[0];
+    const int64_t sliceCols = source.shape.size() == 2 ? source.shape[1] : 1;
+    const int64_t wholeCols =
+        source.checkpointShape().size() == 2 ? source.checkpointShape()[1] : 1;
+    for (int64_t r = 0; r < sliceRows; ++r) {
+      int64_t fromRow = source.shardAxis == 0 ? part * sliceRows + r : r;
+      int64_t fromCol = source.shardAxis == 1 ? part * sliceCols : 0;
+      const float *from = &whole[fromRow * wholeCols + fromCol];
+      rows.insert(rows.end(), from, from + sliceCols);
+    }
   }
   std::vector<uint16_t> out(elements); // [sum(rows), cols] f16
   for (int64_t j = 0; j < elements; ++j)

@@ -27,8 +27,14 @@ namespace kiln {
 /// that activations stay in range through the layers.
 class WeightProvider {
 public:
-  static WeightProvider checkpoint(const WeightSet &weights) {
-    return WeightProvider(&weights, 0);
+  /// The checkpoint's tensors; rank `rank` of `ranks` (tensor
+  /// parallelism) gets its slice of each sharded source.
+  static WeightProvider checkpoint(const WeightSet &weights, int rank = 0,
+                                   int ranks = 1) {
+    WeightProvider p(&weights, 0);
+    p.rank_ = rank;
+    p.ranks_ = ranks;
+    return p;
   }
   static WeightProvider random(uint32_t seed) {
     return WeightProvider(nullptr, seed);
@@ -47,6 +53,7 @@ private:
       : weights_(weights), seed_(seed) {}
   const WeightSet *weights_;
   uint32_t seed_;
+  int rank_ = 0, ranks_ = 1;
 };
 
 /// Rows of a weight buffer: its sources' rows (a [cols] source is one).

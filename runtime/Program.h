@@ -141,10 +141,22 @@ struct StepPlan {
   std::vector<Launch> launches; // ending with its sampling
 };
 
-/// A checkpoint tensor a weight buffer is built from.
+/// A checkpoint tensor a weight buffer is built from: with tensor
+/// parallelism (#kiln.shard), the slice a rank holds of it, cut into
+/// `shardParts` parts along `shardAxis` (rank r of R reads part
+/// r * shardParts / R), `shape` the slice's.
 struct WeightSource {
   std::string name;
   std::vector<int64_t> shape;
+  int64_t shardAxis = 0, shardParts = 1;
+
+  /// The checkpoint tensor's shape: the slice's, whole again.
+  std::vector<int64_t> checkpointShape() const {
+    std::vector<int64_t> s = shape;
+    if (shardParts > 1)
+      s[shardAxis] *= shardParts;
+    return s;
+  }
 };
 
 /// One weight buffer: the `sources` (each [rows, cols], or [cols]) stacked

@@ -209,8 +209,8 @@ openCheckpoint(const std::string &folder, const std::vector<WeightSpec> &specs,
 std::vector<WeightSpec> manifestSpecs(const std::vector<WeightBuffer> &ws) {
   std::vector<WeightSpec> specs;
   for (const WeightBuffer &w : ws) {
-    for (const WeightSource &s : w.sources)
-      specs.push_back({s.name, s.shape, w.quant});
+    for (const WeightSource &s : w.sources) // whole, not a rank's slice
+      specs.push_back({s.name, s.checkpointShape(), w.quant});
     if (!w.scaledBy.empty())
       specs.push_back({w.scaledBy, {w.cols}});
   }
