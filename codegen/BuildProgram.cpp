@@ -129,6 +129,24 @@ public:
         logits = b.bind(ret.getOperand(0)).offset;
         continue;
       }
+      if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+        Launch l{kAllReduce, "all_reduce", {1, 1, 1}, 0, {}};
+        l.args.push_back(b.bind(reduce.getInput()));
+        if (reduce.getResidual())
+          l.args.push_back(b.bind(reduce.getResidual()));
+        l.args.push_back(b.bind(reduce.getResult()));
+        l.collectiveCols = reduce.getType().getDimSize(1);
+        out.push_back(std::move(l));
+        continue;
+      }
+      if (auto gather = dyn_cast<AllGatherOp>(op)) {
+        Launch l{kAllGather, "all_gather", {1, 1, 1}, 0, {}};
+        l.args = {b.bind(gather.getInput()), b.bind(gather.getResult())};
+        l.collectiveCols =
+            cast<RankedTensorType>(gather.getInput().getType()).getDimSize(1);
+        out.push_back(std::move(l));
+        continue;
+      }
       if (!isa<KernelOpInterface>(op))
         continue;
       // The plan's variant of a kernel, where its knobs made one.
@@ -481,7 +499,7 @@ void dropUnusedKernels(Program &p) {
   std::vector<int> renumber(p.kernels.size(), -1);
   for (auto *plan : plans)
     for (const Launch &l : *plan)
-      if (l.kernel != kGemm)
+      if (runsKernel(l.kernel))
         renumber[l.kernel] = 0;
   std::vector<KernelCode> kept;
   for (size_t i = 0; i < p.kernels.size(); ++i)
@@ -492,7 +510,7 @@ void dropUnusedKernels(Program &p) {
   p.kernels = std::move(kept);
   for (auto *plan : plans)
     for (Launch &l : *plan)
-      if (l.kernel != kGemm)
+      if (runsKernel(l.kernel))
         l.kernel = renumber[l.kernel];
 }
 
@@ -510,9 +528,16 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   if (auto ranks = module->getAttrOfType<IntegerAttr>("kiln.tensor_parallel"))
     return llvm::createStringError(llvm::formatv(
         "the plans of a module split over {0} ranks (kiln.all_reduce, "
-        "kiln.all_gather, sliced weights) are not built yet: --tp {0} shows "
-        "the ranks' IR (--emit=mlir) and their sizes (--stats)",
+        "kiln.all_gather, sliced weights) are not built yet for bundles, the "
+        "cuda device or the cost model: --tp {0} shows the ranks' IR "
+        "(--emit=mlir) and their sizes (--stats), and runs on emu (kiln run "
+        "--tp {0} --device emu)",
         ranks.getInt()));
+  return buildRankProgram(module, opts);
+}
+
+llvm::Expected<Program> buildRankProgram(ModuleOp module,
+                                         const CodegenOptions &opts) {
   auto prefill = module.lookupSymbol<func::FuncOp>("prefill");
   auto decode = module.lookupSymbol<func::FuncOp>("decode");
   auto pool = module->getAttrOfType<KVPoolAttr>("kiln.kv_pool");
@@ -665,6 +690,8 @@ llvm::Expected<Program> buildProgram(ModuleOp module,
   p.poolBlocks = pool.getBlocks();
   p.blockSize = pool.getBlockSize();
   p.sequences = pool.getSequences();
+  if (auto ranks = module->getAttrOfType<IntegerAttr>("kiln.tensor_parallel"))
+    p.ranks = ranks.getInt();
   p.tableBlocks = pool.getTableBlocks();
   mlir::Type stored = cache.getElementType();
   p.kvDtype = isa<Float8E4M3FNType>(stored) ? "fp8"

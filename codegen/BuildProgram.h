@@ -16,6 +16,14 @@ namespace kiln {
 llvm::Expected<Program> buildProgram(mlir::ModuleOp module,
                                      const CodegenOptions &opts);
 
+/// The Program one rank of a split module (kiln.tensor_parallel) runs:
+/// buildProgram's, with the collectives' launches (kAllReduce,
+/// kAllGather) between the kernels. Only the emu device's ranks run it
+/// yet: bundles, the cuda device and the cost model take buildProgram's
+/// refusal.
+llvm::Expected<Program> buildRankProgram(mlir::ModuleOp module,
+                                         const CodegenOptions &opts);
+
 } // namespace kiln
 
 #endif // KILN_CODEGEN_BUILDPROGRAM_H

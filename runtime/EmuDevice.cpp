@@ -155,7 +155,26 @@ absl::Status EmuDevice::run(const std::vector<Launch> &launches) {
     std::vector<void *> args;
     for (const Argument &a : l.args)
       args.push_back(address(a));
-    if (l.kernel == kGemm) {
+    if (l.kernel == kAllReduce || l.kernel == kAllGather) {
+      absl::Status s;
+      int64_t rows = count_[0];
+      if (!collective_)
+        s = absl::FailedPreconditionError(
+            "a collective in the plan of a device that is no rank");
+      else if (l.kernel == kAllReduce)
+        s = collective_->allReduce(
+            rank_, static_cast<const uint16_t *>(args.front()),
+            args.size() == 3 ? static_cast<const uint16_t *>(args[1]) : nullptr,
+            static_cast<uint16_t *>(args.back()), rows * l.collectiveCols);
+      else
+        s = collective_->allGather(rank_, static_cast<const float *>(args[0]),
+                                   static_cast<float *>(args[1]), rows,
+                                   l.collectiveCols);
+      if (!s.ok()) {
+        runningLaunch.store(nullptr);
+        return s;
+      }
+    } else if (l.kernel == kGemm) {
       // The very call the cuda device makes, run by the stand-in.
       if (absl::Status s = emuBlasMatmul(blasMatmulOf(l.gemm, count_[0], args));
           !s.ok()) {

@@ -3,6 +3,7 @@
 #ifndef KILN_RUNTIME_EMUDEVICE_H
 #define KILN_RUNTIME_EMUDEVICE_H
 
+#include "runtime/InProcessCollective.h"
 #include "runtime/PlanDevice.h"
 #include "runtime/emu/EmuCompiler.h"
 
@@ -24,6 +25,12 @@ public:
   create(Program program, const WeightProvider &weights);
 
   std::string name() const override { return "emu"; }
+  /// Rank `rank` of a split model: its plans' collectives meet the other
+  /// ranks' in `collective` (which outlives the device).
+  void joinCollective(InProcessCollective *collective, int rank) {
+    collective_ = collective;
+    rank_ = rank;
+  }
 
 private:
   explicit EmuDevice(Program program) : PlanDevice(std::move(program)) {}
@@ -51,6 +58,8 @@ private:
   std::vector<uint16_t> dequantized_; // [n, k] f16: Region::Dequantized
   std::vector<uint32_t> counters_;
   std::vector<int32_t> history_; // [sequences, V]
+  InProcessCollective *collective_ = nullptr;
+  int rank_ = 0;
 };
 
 } // namespace kiln

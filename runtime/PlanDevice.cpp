@@ -253,8 +253,11 @@ void PlanDevice::recordLaunch(const Launch &l, double micros) {
   if (!timing_)
     return;
   LaunchStats &s =
-      timing_->kernels[l.kernel == kGemm ? "cublas"
-                                         : program_.kernels[l.kernel].name];
+      timing_
+          ->kernels[l.kernel == kGemm        ? std::string("cublas")
+                    : l.kernel == kAllReduce ? std::string("all_reduce")
+                    : l.kernel == kAllGather ? std::string("all_gather")
+                                             : program_.kernels[l.kernel].name];
   s.micros += micros;
   ++s.calls;
   for (const Argument &a : l.args)
@@ -340,6 +343,10 @@ std::string PlanDevice::describeLaunch(const Launch &l,
   if (l.kernel == kGemm)
     return absl::StrCat("cuBLAS GEMM ", describeGemm(l.gemm), " (", l.name,
                         ", algo ", l.gemm.algo, ", plan ", planName(plan), ")");
+  if (!runsKernel(l.kernel))
+    return absl::StrCat(l.kernel == kAllReduce ? "all-reduce" : "all-gather",
+                        " of ", l.collectiveCols, " columns (plan ",
+                        planName(plan), ")");
   const KernelCode &k = program_.kernels.at(l.kernel);
   return absl::StrCat("kernel ", k.entry, " (", l.name, ", grid ", l.grid[0],
                       "x", l.grid[1], "x", l.grid[2], ", block ",

@@ -236,6 +236,9 @@ protected:
   StepTimes *timing_ = nullptr;          // the running step's, when timed
   bool everyLogit_ = true; // the running step reads every row's logits back
 
+  // Stages its inputs into its ranks' devices and runs their hooks.
+  friend class TensorParallelDevice;
+
 private:
   absl::Status checkPositions(int32_t seq,
                               std::span<const int32_t> positions) const;

@@ -116,6 +116,16 @@ constexpr int kMaxGemmAlgo = 7;
 /// Launch::kernel of a cuBLAS GEMM; its args are A, W, D and C (beta 1),
 /// then the FP8 GEMM's scales (A's, W's).
 constexpr int kGemm = -1;
+/// Launch::kernel of tensor parallelism's collectives (a split module's
+/// plans only: docs/tensor-parallel.md). All-reduce: args input, then
+/// result, with a residual between them when there is one, each [rows,
+/// collectiveCols] f16 in the arena. All-gather: input [rows,
+/// collectiveCols] f32, result [rows, ranks * collectiveCols].
+constexpr int kAllReduce = -2;
+constexpr int kAllGather = -3;
+/// Whether a launch runs one of the Program's kernels (not cuBLAS, not a
+/// collective).
+inline bool runsKernel(int kernel) { return kernel >= 0; }
 
 /// When a launch of a prefill plan runs: always, or only when the step's
 /// logits are read back (every row's LM head), or only when they are not
@@ -130,6 +140,7 @@ struct Launch {
   std::vector<Argument> args;
   GemmShape gemm = {}; // when kernel == kGemm
   LaunchWhen when = LaunchWhen::Always;
+  int64_t collectiveCols = 0; // when kernel is kAllReduce or kAllGather
 };
 
 /// A step of up to `rows` rows: a prefill of that many tokens of one
@@ -181,7 +192,10 @@ struct Program {
   /// The KV cache's storage: f16 (bf16, f32), or fp8 / int8 codes with an
   /// f16 scale a head of each slot (runtime/KVCacheQuant.h).
   std::string kvDtype = "f16";
-  int64_t sequences = 1;   // slots: sequences that run at once
+  int64_t sequences = 1; // slots: sequences that run at once
+  /// Ranks of a split model (kiln.tensor_parallel): each runs this Program
+  /// on its slices of the weights (WeightSource's shard); 1: not split.
+  int64_t ranks = 1;
   int64_t tableBlocks = 0; // blocks in a sequence's table row
   int64_t workspaceFloats = 0, counters = 0;
   /// Region::Dequantized's size: the largest quantized weight a plan

@@ -119,8 +119,10 @@ cl::opt<int64_t> maxContextFlag(
 cl::opt<int64_t> tensorParallelFlag(
     "tp",
     cl::desc("Split the model over N GPUs (tensor parallelism: "
-             "docs/tensor-parallel.md); the ranks' IR and sizes so far"),
-    cl::value_desc("N"), cl::init(1), cl::sub(compileCommand()));
+             "docs/tensor-parallel.md): compile shows the ranks' IR and "
+             "sizes; run runs the ranks on emu devices in this process"),
+    cl::value_desc("N"), cl::init(1), cl::sub(compileCommand()),
+    cl::sub(runCommand()));
 
 cl::opt<int64_t> kvMemoryFlag(
     "kv-memory",

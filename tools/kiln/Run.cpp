@@ -9,6 +9,7 @@
 #include "runtime/EmuDevice.h"
 #include "runtime/Generate.h"
 #include "runtime/RunOptions.h"
+#include "runtime/TensorParallelDevice.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "tokenizer/Tokenizer.h"
 #include "tools/kiln/Commands.h"
@@ -467,8 +468,41 @@ int runRun() {
     // anything.
     if (where == "auto" && (opts->dtype != "f16" || !opts->fusion))
       where = "ref";
+    // A split model runs its ranks on emu devices in this process: the
+    // cuda device's NCCL ranks are the next step (docs/tensor-parallel.md).
+    const int64_t ranks = opts->tensorParallel;
+    if (ranks > 1 && where == "auto")
+      where = "emu";
+    if (ranks > 1 && where != "emu")
+      return fail(absl::InvalidArgumentError(
+                      absl::StrCat("--tp ", ranks,
+                                   ": a split model runs on --device emu "
+                                   "(ranks as threads of this process); the ",
+                                   where, " device's ranks are not built yet")),
+                  2);
     pick();
-    if (where == "emu" || where == "cuda") {
+    if (ranks > 1) {
+      auto program = buildRankProgram(*compiled->module, *knobs);
+      if (!program)
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+            compiled->source.name, ": ", toString(program.takeError()))));
+      // A rank that waits a minute for the others names them and stops.
+      auto collective = std::make_unique<InProcessCollective>(
+          int(ranks), std::chrono::seconds(60));
+      std::vector<std::unique_ptr<PlanDevice>> devices;
+      for (int r = 0; r < int(ranks); ++r) {
+        auto rank = EmuDevice::create(
+            *program, randomWeights ? WeightProvider::random(1 + r)
+                                    : WeightProvider::checkpoint(*weights, r,
+                                                                 int(ranks)));
+        if (!rank.ok())
+          return fail(rank.status());
+        (*rank)->joinCollective(collective.get(), r);
+        devices.push_back(std::move(*rank));
+      }
+      dev = std::unique_ptr<Device>(std::make_unique<TensorParallelDevice>(
+          std::move(devices), std::move(collective)));
+    } else if (where == "emu" || where == "cuda") {
       // Tuned for the GPU's target; emu runs what sm_90 would.
       std::string target = "sm_90", tuning;
       if (auto gpu = probeCudaGpu(); where == "cuda" && gpu.ok())

@@ -1,0 +1,98 @@
+//===- TensorParallelDevice.cpp -------------------------------------------===//
+#include "runtime/TensorParallelDevice.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+#include <thread>
+
+namespace kiln {
+
+TensorParallelDevice::TensorParallelDevice(
+    std::vector<std::unique_ptr<PlanDevice>> ranks,
+    std::unique_ptr<InProcessCollective> collective)
+    : PlanDevice(ranks.front()->program()), ranks_(std::move(ranks)),
+      collective_(std::move(collective)) {}
+
+TensorParallelDevice::~TensorParallelDevice() = default;
+
+std::string TensorParallelDevice::name() const {
+  return absl::StrCat(ranks_[0]->name(), " x", ranks_.size());
+}
+
+void TensorParallelDevice::stage() {
+  for (auto &r : ranks_) {
+    PlanDevice &d = *r;
+    d.tokens_ = tokens_;
+    d.positions_ = positions_;
+    d.rowSeqs_ = rowSeqs_;
+    d.count_ = count_;
+    d.sampling_ = sampling_;
+    d.tables_ = tables_;
+    d.logitBias_ = logitBias_;
+    d.everyLogit_ = everyLogit_;
+  }
+}
+
+absl::Status TensorParallelDevice::onRanks(
+    const std::function<absl::Status(PlanDevice &)> &call) {
+  std::vector<absl::Status> status(ranks_.size());
+  auto one = [&](size_t r) {
+    status[r] = call(*ranks_[r]);
+    if (!status[r].ok()) // the others stop at their next collective
+      collective_->abort(int(r), status[r]);
+  };
+  std::vector<std::thread> threads;
+  for (size_t r = 1; r < ranks_.size(); ++r)
+    threads.emplace_back(one, r);
+  one(0);
+  for (std::thread &t : threads)
+    t.join();
+  // The rank that failed first says why; the others say it failed.
+  for (const absl::Status &s : status)
+    if (!s.ok() && !absl::StrContains(s.message(), "rank "))
+      return s;
+  for (const absl::Status &s : status)
+    if (!s.ok())
+      return s;
+  return absl::OkStatus();
+}
+
+absl::Status TensorParallelDevice::sendInputs(int64_t rows) {
+  stage();
+  return onRanks([&](PlanDevice &d) { return d.sendInputs(rows); });
+}
+
+absl::Status TensorParallelDevice::sendTables() {
+  stage();
+  return onRanks([](PlanDevice &d) { return d.sendTables(); });
+}
+
+absl::Status TensorParallelDevice::sendLogitBias(int32_t seq) {
+  stage();
+  return onRanks([&](PlanDevice &d) { return d.sendLogitBias(seq); });
+}
+
+absl::Status TensorParallelDevice::run(const std::vector<Launch> &launches) {
+  stage();
+  // Every rank's Program is this one: the same plans, their own weights.
+  return onRanks([&](PlanDevice &d) { return d.run(launches); });
+}
+
+absl::Status TensorParallelDevice::clearHistory(int32_t seq) {
+  return onRanks([&](PlanDevice &d) { return d.clearHistory(seq); });
+}
+
+absl::Status TensorParallelDevice::readLogits(int64_t offset, float *out,
+                                              size_t floats) {
+  return ranks_[0]->readLogits(offset, out, floats);
+}
+
+absl::Status TensorParallelDevice::readSampled(int64_t rows) {
+  if (absl::Status s = ranks_[0]->readSampled(rows); !s.ok())
+    return s;
+  sampled_ = ranks_[0]->sampled_;
+  return absl::OkStatus();
+}
+
+} // namespace kiln

@@ -1,0 +1,54 @@
+//===- TensorParallelDevice.h - one device made of a split model's ranks -*- C++
+//-*-===//
+//
+// A model split over N ranks (docs/tensor-parallel.md) runs as one
+// PlanDevice to the Scheduler and to generate(): rank 0's staged inputs
+// (tokens, positions, tables, sampling) go to every rank before each step,
+// every rank runs the step's launches on a thread of its own, meeting the
+// others in the plans' collectives, and rank 0's logits and draws are the
+// step's (after the all-gather every rank has the same). A rank that fails
+// aborts the collectives, so the others stop instead of waiting.
+//
+//===----------------------------------------------------------------------===//
+#ifndef KILN_RUNTIME_TENSORPARALLELDEVICE_H
+#define KILN_RUNTIME_TENSORPARALLELDEVICE_H
+
+#include "runtime/InProcessCollective.h"
+#include "runtime/PlanDevice.h"
+
+#include <memory>
+#include <vector>
+
+namespace kiln {
+
+class TensorParallelDevice : public PlanDevice {
+public:
+  /// `ranks` in rank order, each already joined to `collective`.
+  TensorParallelDevice(std::vector<std::unique_ptr<PlanDevice>> ranks,
+                       std::unique_ptr<InProcessCollective> collective);
+  ~TensorParallelDevice() override;
+  /// "emu x2": the ranks' device and how many.
+  std::string name() const override;
+  absl::StatusOr<Memory> probe() override { return ranks_[0]->probe(); }
+
+private:
+  /// Copies the staged inputs into every rank.
+  void stage();
+  /// `call` on every rank at once (rank 0 on this thread); the first error.
+  absl::Status onRanks(const std::function<absl::Status(PlanDevice &)> &call);
+
+  absl::Status sendInputs(int64_t rows) override;
+  absl::Status sendTables() override;
+  absl::Status sendLogitBias(int32_t seq) override;
+  absl::Status run(const std::vector<Launch> &launches) override;
+  absl::Status clearHistory(int32_t seq) override;
+  absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
+  absl::Status readSampled(int64_t rows) override;
+
+  std::vector<std::unique_ptr<PlanDevice>> ranks_;
+  std::unique_ptr<InProcessCollective> collective_;
+};
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_TENSORPARALLELDEVICE_H
