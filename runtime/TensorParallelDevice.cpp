@@ -1,6 +1,8 @@
 //===- TensorParallelDevice.cpp -------------------------------------------===//
 #include "runtime/TensorParallelDevice.h"
 
+#include "runtime/EmuDevice.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -86,6 +88,25 @@ absl::Status TensorParallelDevice::clearHistory(int32_t seq) {
 absl::Status TensorParallelDevice::readLogits(int64_t offset, float *out,
                                               size_t floats) {
   return ranks_[0]->readLogits(offset, out, floats);
+}
+
+absl::StatusOr<std::unique_ptr<TensorParallelDevice>>
+openEmuRanks(const Program &program, const WeightSet *checkpoint,
+             std::chrono::milliseconds timeout) {
+  const int ranks = int(program.ranks);
+  auto collective = std::make_unique<InProcessCollective>(ranks, timeout);
+  std::vector<std::unique_ptr<PlanDevice>> devices;
+  for (int r = 0; r < ranks; ++r) {
+    auto rank = EmuDevice::create(
+        program, checkpoint ? WeightProvider::checkpoint(*checkpoint, r, ranks)
+                            : WeightProvider::random(1 + r));
+    if (!rank.ok())
+      return rank.status();
+    (*rank)->joinCollective(collective.get(), r);
+    devices.push_back(std::move(*rank));
+  }
+  return std::make_unique<TensorParallelDevice>(std::move(devices),
+                                                std::move(collective));
 }
 
 absl::Status TensorParallelDevice::readSampled(int64_t rows) {

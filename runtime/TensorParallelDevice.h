@@ -49,6 +49,13 @@ private:
   std::unique_ptr<InProcessCollective> collective_;
 };
 
+/// `program.ranks` emu devices, rank r with its slices of `checkpoint`
+/// (null: seeded random weights, a seed a rank), joined in one
+/// InProcessCollective whose waits end after `timeout`.
+absl::StatusOr<std::unique_ptr<TensorParallelDevice>>
+openEmuRanks(const Program &program, const WeightSet *checkpoint,
+             std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 } // namespace kiln
 
 #endif // KILN_RUNTIME_TENSORPARALLELDEVICE_H

@@ -122,7 +122,7 @@ cl::opt<int64_t> tensorParallelFlag(
              "docs/tensor-parallel.md): compile shows the ranks' IR and "
              "sizes; run runs the ranks on emu devices in this process"),
     cl::value_desc("N"), cl::init(1), cl::sub(compileCommand()),
-    cl::sub(runCommand()));
+    cl::sub(runCommand()), cl::sub(serveCommand()));
 
 cl::opt<int64_t> kvMemoryFlag(
     "kv-memory",

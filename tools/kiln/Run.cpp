@@ -486,22 +486,11 @@ int runRun() {
       if (!program)
         return fail(absl::InvalidArgumentError(absl::StrCat(
             compiled->source.name, ": ", toString(program.takeError()))));
-      // A rank that waits a minute for the others names them and stops.
-      auto collective = std::make_unique<InProcessCollective>(
-          int(ranks), std::chrono::seconds(60));
-      std::vector<std::unique_ptr<PlanDevice>> devices;
-      for (int r = 0; r < int(ranks); ++r) {
-        auto rank = EmuDevice::create(
-            *program, randomWeights ? WeightProvider::random(1 + r)
-                                    : WeightProvider::checkpoint(*weights, r,
-                                                                 int(ranks)));
-        if (!rank.ok())
-          return fail(rank.status());
-        (*rank)->joinCollective(collective.get(), r);
-        devices.push_back(std::move(*rank));
-      }
-      dev = std::unique_ptr<Device>(std::make_unique<TensorParallelDevice>(
-          std::move(devices), std::move(collective)));
+      auto opened =
+          openEmuRanks(*program, randomWeights ? nullptr : weights.get());
+      if (!opened.ok())
+        return fail(opened.status());
+      dev = std::unique_ptr<Device>(std::move(*opened));
     } else if (where == "emu" || where == "cuda") {
       // Tuned for the GPU's target; emu runs what sm_90 would.
       std::string target = "sm_90", tuning;

@@ -13,6 +13,7 @@
 #include "runtime/Bundle.h"
 #include "runtime/EmuDevice.h"
 #include "runtime/RunOptions.h"
+#include "runtime/TensorParallelDevice.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "serve/ModelLoad.h"
 #include "tools/kiln/Commands.h"
@@ -112,6 +113,23 @@ compileForServing(const serve::ModelSourceFlags &source) {
       !s.ok())
     return s;
   llvm::errs() << tuning;
+  if (opts->tensorParallel > 1) { // the ranks as threads, on emu
+    if (source.device != "emu")
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tp ", opts->tensorParallel,
+                       ": a split model serves on --device emu; the ",
+                       source.device, " device's ranks are not built yet"));
+    auto program = buildRankProgram(*compiled->module, *knobs);
+    if (!program)
+      return absl::InvalidArgumentError(absl::StrCat(
+          compiled->source.name, ": ", toString(program.takeError())));
+    auto ranks =
+        openEmuRanks(*program, source.random ? nullptr : weights.get());
+    if (!ranks.ok())
+      return ranks.status();
+    out.device = std::move(*ranks);
+    return out;
+  }
   auto program = buildProgram(*compiled->module, *knobs);
   if (!program)
     return absl::InvalidArgumentError(absl::StrCat(
