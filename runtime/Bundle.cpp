@@ -71,7 +71,12 @@ Json launchJson(const Launch &l) {
     args.push_back(arg);
   }
   Json out;
-  if (l.kernel == kGemm) {
+  if (!runsKernel(l.kernel) && l.kernel != kGemm) {
+    out = {{"collective", l.kernel == kAllReduce ? "all_reduce" : "all_gather"},
+           {"cols", l.collectiveCols},
+           {"name", l.name},
+           {"args", args}};
+  } else if (l.kernel == kGemm) {
     const GemmShape &g = l.gemm;
     Json gemm = {{"m", g.m}, {"n", g.n}, {"k", g.k}};
     // What differs from an f32 D of all m rows.
@@ -110,8 +115,12 @@ Json programJson(const Bundle &b) {
                        {"params", k.params}});
   for (const WeightBuffer &w : p.weights) {
     Json sources = Json::array();
-    for (const WeightSource &s : w.sources)
-      sources.push_back({{"name", s.name}, {"shape", s.shape}});
+    for (const WeightSource &s : w.sources) {
+      Json source = {{"name", s.name}, {"shape", s.shape}};
+      if (s.shardParts > 1) // a rank's slice: absent, the whole tensor
+        source["shard"] = {{"axis", s.shardAxis}, {"parts", s.shardParts}};
+      sources.push_back(std::move(source));
+    }
     Json entry = {{"name", w.name},
                   {"sources", sources},
                   {"cols", w.cols},
@@ -146,6 +155,7 @@ Json programJson(const Bundle &b) {
         {"kv_dtype", p.kvDtype},
         {"sequences", p.sequences},
         {"table_blocks", p.tableBlocks}}},
+      {"ranks", p.ranks},
       {"workspace_floats", p.workspaceFloats},
       {"counters", p.counters},
       {"kernels", kernels},
@@ -161,6 +171,28 @@ Json programJson(const Bundle &b) {
 
 /// One launch, every reference inside it checked against the Program so far
 /// (kernels, weights, regions).
+/// A collective of a plan of `rows` rows: its operands in the arena, each
+/// fitting ([rows, cols] f16 for an all-reduce; [rows, cols] f32 in and
+/// [rows, ranks * cols] f32 out for an all-gather).
+absl::Status checkCollective(const Launch &l, int64_t rows, const Program &p) {
+  if (runsKernel(l.kernel) || l.kernel == kGemm)
+    return absl::OkStatus();
+  const bool reduce = l.kernel == kAllReduce;
+  for (size_t i = 0; i < l.args.size(); ++i) {
+    const Argument &a = l.args[i];
+    bool out = i + 1 == l.args.size();
+    int64_t cols =
+        !reduce && out ? l.collectiveCols * p.ranks : l.collectiveCols;
+    int size = reduce ? 2 : 4;
+    if (a.region != Region::Arena ||
+        rows > (p.arenaBytes - a.offset) / size / cols)
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", l.name, ": a collective's [", rows, ", ",
+                       cols, "] operand does not fit the arena"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
                                   const std::map<std::string, bool> &weights) {
   Launch launch{kGemm, l.at("name").get<std::string>(), {1, 1, 1}, 0, {}};
@@ -173,7 +205,23 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
   launch.when = when == "always"        ? LaunchWhen::Always
                 : when == "every_logit" ? LaunchWhen::EveryLogit
                                         : LaunchWhen::LastLogit;
-  if (l.contains("gemm")) {
+  if (l.contains("collective")) {
+    std::string kind = l.at("collective").get<std::string>();
+    if (kind != "all_reduce" && kind != "all_gather")
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch ", launch.name, " is a collective '", kind,
+                       "' (all_reduce, all_gather)"));
+    if (p.ranks < 2)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch ", launch.name, " is a collective in a program of one rank"));
+    launch.kernel = kind == "all_reduce" ? kAllReduce : kAllGather;
+    launch.collectiveCols = jsonInteger<int64_t>(l.at("cols"));
+    if (launch.collectiveCols < 1 || launch.collectiveCols > INT32_MAX)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch ", launch.name, " has ", launch.collectiveCols, " columns"));
+    // An all-reduce with or without its residual.
+    params = launch.kernel == kAllReduce && l.at("args").size() == 3 ? 3 : 2;
+  } else if (l.contains("gemm")) {
     const Json &g = l.at("gemm");
     launch.gemm = {jsonInteger<int64_t>(g.at("m")),
                    jsonInteger<int64_t>(g.at("n")),
@@ -263,8 +311,9 @@ absl::StatusOr<Launch> readLaunch(const Json &l, const Program &p,
   if (int(launch.args.size()) != params)
     return absl::InvalidArgumentError(absl::StrCat(
         "launch ", launch.name, " passes ", launch.args.size(), " arguments, ",
-        launch.kernel == kGemm ? std::string("a GEMM")
-                               : "kernel " + p.kernels[launch.kernel].name,
+        launch.kernel == kGemm      ? std::string("a GEMM")
+        : runsKernel(launch.kernel) ? "kernel " + p.kernels[launch.kernel].name
+                                    : std::string("the collective"),
         " takes ", params));
   // A GEMM's sizes are known here: A [m, k] f16 inside the arena, W a
   // weight, D (and C) [m, n] f32 inside the workspace or the arena, or
@@ -366,6 +415,10 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   p.poolBlocks = jsonInteger<int64_t>(j.at("pool").at("blocks"));
   p.blockSize = jsonInteger<int64_t>(j.at("pool").at("block_size"));
   p.sequences = jsonInteger<int64_t>(j.at("pool").at("sequences"));
+  p.ranks = jsonInteger<int64_t>(j.at("ranks"));
+  if (p.ranks < 1 || p.ranks > 64)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the program is split over ", p.ranks, " ranks (1 to 64)"));
   // Informational (the kernels are built for their cache); older bundles
   // lack it and hold f16.
   p.kvDtype = j.at("pool").value("kv_dtype", std::string("f16"));
@@ -400,9 +453,25 @@ absl::Status readProgram(const Json &j, Bundle &b) {
                         {},
                         jsonInteger<int64_t>(w.at("cols")),
                         w.at("scaled_by").get<std::string>()};
-    for (const Json &s : w.at("sources"))
-      buffer.sources.push_back({s.at("name").get<std::string>(),
-                                jsonIntegers<int64_t>(s.at("shape"))});
+    for (const Json &s : w.at("sources")) {
+      WeightSource source{s.at("name").get<std::string>(),
+                          jsonIntegers<int64_t>(s.at("shape"))};
+      if (s.contains("shard")) {
+        source.shardAxis = jsonInteger<int64_t>(s.at("shard").at("axis"));
+        source.shardParts = jsonInteger<int64_t>(s.at("shard").at("parts"));
+        // A slice of rows or columns, in at most the ranks' parts.
+        if (source.shardAxis < 0 ||
+            source.shardAxis >= int64_t(source.shape.size()) ||
+            source.shardParts < 1 || source.shardParts > p.ranks ||
+            p.ranks % source.shardParts != 0)
+          return absl::InvalidArgumentError(
+              absl::StrCat("weight '", buffer.name, "': source '", source.name,
+                           "' is a slice of axis ", source.shardAxis, " in ",
+                           source.shardParts, " parts, which ", p.ranks,
+                           " ranks cannot hold"));
+      }
+      buffer.sources.push_back(std::move(source));
+    }
     if (w.contains("quant")) {
       std::string name = w.at("quant").get<std::string>();
       buffer.quant = QuantFormat::parse(name);
@@ -427,6 +496,8 @@ absl::Status readProgram(const Json &j, Bundle &b) {
       return absl::InvalidArgumentError(
           absl::StrCat("launch ", launch->name,
                        " of the decode plan is a GEMM or runs conditionally"));
+    if (absl::Status s = checkCollective(*launch, 1, p); !s.ok())
+      return s;
     p.decode.push_back(std::move(*launch));
   }
   p.prefillLogits = jsonInteger<int64_t>(j.at("prefill").at("logits_offset"));
@@ -444,6 +515,8 @@ absl::Status readProgram(const Json &j, Bundle &b) {
         auto launch = readLaunch(l, p, weightNames);
         if (!launch.ok())
           return launch.status();
+        if (absl::Status s = checkCollective(*launch, plan.rows, p); !s.ok())
+          return s;
         if (launch->kernel == kGemm && launch->gemm.m != plan.rows)
           return absl::InvalidArgumentError(absl::StrCat(
               "launch ", launch->name, " multiplies ", launch->gemm.m,

@@ -40,6 +40,8 @@ public:
     return WeightProvider(nullptr, seed);
   }
   bool isRandom() const { return weights_ == nullptr; }
+  /// The checkpoint it packs from (null: random weights).
+  const WeightSet *checkpointSet() const { return weights_; }
   /// One buffer's bytes: [rows, cols] f16, or quantized in the kernels'
   /// layout (weightBufferBytes of them).
   absl::StatusOr<std::vector<uint8_t>> pack(const WeightBuffer &w) const;

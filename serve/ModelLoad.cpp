@@ -5,6 +5,7 @@
 #include "runtime/EmuDevice.h"
 #include "runtime/RunOptions.h"
 #include "runtime/SentencePieceBpe.h"
+#include "runtime/TensorParallelDevice.h"
 #include "runtime/cuda/CudaDevice.h"
 
 #include <cstdio>
@@ -55,7 +56,12 @@ absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
   WeightProvider provider = source.random
                                 ? WeightProvider::random(1)
                                 : WeightProvider::checkpoint(*weights);
-  if (source.device == "cuda") {
+  if (bundle->program.ranks > 1 && source.device == "emu") {
+    auto ranks = openEmuRanks(bundle->program, weights.get());
+    if (!ranks.ok())
+      return ranks.status();
+    out.device = std::move(*ranks);
+  } else if (source.device == "cuda") {
     auto dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
                                   bundle->ptx, bundle->nvrtc, provider);
     if (!dev.ok())

@@ -58,6 +58,11 @@ absl::StatusOr<std::unique_ptr<CudaDevice>>
 CudaDevice::create(Program program, const KernelBinaries &cubin,
                    const KernelBinaries &ptx, const std::string &nvrtc,
                    const WeightProvider &weights) {
+  if (program.ranks > 1)
+    return absl::UnimplementedError(absl::StrCat(
+        "a program split over ", program.ranks,
+        " ranks runs on the emu device (--device emu); the cuda device's "
+        "ranks over NCCL are not built yet (docs/tensor-parallel.md)"));
   auto gpu = probeCudaGpu();
   if (!gpu.ok())
     return gpu.status();

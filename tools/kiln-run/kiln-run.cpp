@@ -44,6 +44,7 @@
 #include "runtime/Progress.h"
 #include "runtime/RunOptions.h"
 #include "runtime/SentencePieceBpe.h"
+#include "runtime/TensorParallelDevice.h"
 #include "runtime/TextStream.h"
 #include "runtime/TimeCandidates.h"
 #include "runtime/cuda/CudaDevice.h"
@@ -93,6 +94,8 @@ const char *kUsage =
 absl::StatusOr<std::unique_ptr<PlanDevice>>
 openDevice(const std::string &device, Bundle &b,
            const WeightProvider &weights) {
+  if (b.program.ranks > 1 && device == "emu") // a split model's ranks
+    return openEmuRanks(b.program, weights.checkpointSet());
   if (device == "cuda") {
     auto dev = CudaDevice::create(std::move(b.program), b.cubin, b.ptx, b.nvrtc,
                                   weights);

@@ -170,7 +170,8 @@ absl::StatusOr<CompiledModel> compileModel(MLIRContext &ctx,
 absl::Status writeBundleFor(const CompiledModel &m, const CodegenOptions &knobs,
                             const std::vector<std::string> &archs,
                             const std::string &path, std::string &report) {
-  auto program = buildProgram(*m.module, knobs);
+  // Split modules too: a bundle holds the Program every rank runs.
+  auto program = buildRankProgram(*m.module, knobs);
   if (!program)
     return absl::InvalidArgumentError(
         absl::StrCat(m.source.name, ": ", toString(program.takeError())));

@@ -77,6 +77,11 @@ void printLaunches(const Program &p, const std::vector<Launch> &launches) {
           l.gemm.algo < 0
               ? std::string()
               : " (cuBLASLt algorithm " + std::to_string(l.gemm.algo) + ")");
+    else if (!runsKernel(l.kernel))
+      os << llvm::formatv("    {0,-34} {1} of {2} columns over {3} ranks",
+                          l.name,
+                          l.kernel == kAllReduce ? "all-reduce" : "all-gather",
+                          l.collectiveCols, p.ranks);
     else
       os << llvm::formatv("    {0,-34} {1} grid ({2}, {3}, {4}) x {5}", l.name,
                           p.kernels[l.kernel].name, l.grid[0], l.grid[1],
@@ -130,6 +135,10 @@ int runInspect() {
   if (!c.ropeScaling.empty())
     os << "  rope      " << c.ropeScaling << " scaling, factor "
        << absl::StrCat(c.ropeScalingFactor) << " (docs/rope-scaling.md)\n";
+  if (bundle->program.ranks > 1)
+    os << "  ranks     " << bundle->program.ranks
+       << " (tensor parallelism: every rank runs these plans on its slices "
+          "of the weights, docs/tensor-parallel.md)\n";
   for (const std::string &adapter : bundle->lora)
     os << "  lora      " << adapter
        << " (merged into the weights at load: docs/lora.md)\n";

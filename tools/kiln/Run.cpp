@@ -435,8 +435,13 @@ int runRun() {
             openWeights(weightsFolder, manifestSpecs(bundle->program.weights));
         !s.ok())
       return fail(s);
+    if (bundle->program.ranks > 1 && where == "auto")
+      where = "emu"; // a split model's ranks run on emu
     pick();
-    if (where == "cuda")
+    if (bundle->program.ranks > 1 && where == "emu")
+      dev = openEmuRanks(bundle->program,
+                         randomWeights ? nullptr : weights.get());
+    else if (where == "cuda")
       dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
                                bundle->ptx, bundle->nvrtc, provider());
     else
