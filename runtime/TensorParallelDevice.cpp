@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <thread>
 
 namespace kiln {
@@ -30,8 +31,6 @@ void TensorParallelDevice::stage() {
     d.rowSeqs_ = rowSeqs_;
     d.count_ = count_;
     d.sampling_ = sampling_;
-    d.tables_ = tables_;
-    d.logitBias_ = logitBias_;
     d.everyLogit_ = everyLogit_;
   }
 }
@@ -66,12 +65,17 @@ absl::Status TensorParallelDevice::sendInputs(int64_t rows) {
 }
 
 absl::Status TensorParallelDevice::sendTables() {
-  stage();
+  for (auto &r : ranks_)
+    r->tables_ = tables_;
   return onRanks([](PlanDevice &d) { return d.sendTables(); });
 }
 
 absl::Status TensorParallelDevice::sendLogitBias(int32_t seq) {
-  stage();
+  // The slot's row only ([vocab] of [sequences, vocab]).
+  const int64_t v = program_.vocab;
+  for (auto &r : ranks_)
+    std::copy_n(logitBias_.begin() + seq * v, v,
+                r->logitBias_.begin() + seq * v);
   return onRanks([&](PlanDevice &d) { return d.sendLogitBias(seq); });
 }
 

@@ -32,7 +32,8 @@ public:
   absl::StatusOr<Memory> probe() override { return ranks_[0]->probe(); }
 
 private:
-  /// Copies the staged inputs into every rank.
+  /// Copies the step's staged inputs into every rank (the tables and the
+  /// logit bias go when they are sent).
   void stage();
   /// `call` on every rank at once (rank 0 on this thread); the first error.
   absl::Status onRanks(const std::function<absl::Status(PlanDevice &)> &call);
