@@ -195,8 +195,10 @@ void Engine::loop() {
           failures_ = 0;
       }
     }
-    finishDone();
+    // The gauges first: a client told of its end finds them already
+    // without its sequence and blocks.
     publish();
+    finishDone();
     if (options_.stepDelay.count() > 0 && !scheduler_.idle())
       std::this_thread::sleep_for(options_.stepDelay);
     if (Clock::now() >= nextProbe_)

@@ -270,7 +270,8 @@ def scenario_concurrent(server, fixtures):
         check(results.get(i) == greedy[k:k + n],
               "client %d: %s, not %s" % (i, results.get(i), greedy[k:k + n]))
     check(server.metric("kiln_requests_total") == 32, "requests_total")
-    check(server.metric("kiln_kv_blocks_used") == 0, "blocks held")
+    wait_for(lambda: server.metric("kiln_kv_blocks_used") == 0,
+             "the blocks to come back", 30)
     print("ok: 32 concurrent clients, each Meta's tokens")
 
 
