@@ -70,6 +70,16 @@ int runServe();
 absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
                                                       const WeightProvider &w);
 
+struct CompiledModel;
+
+/// The plan device of a compiled model on `where` (emu or cuda), tuned
+/// for the GPU's target by --tuning-db (its report on stderr); a split
+/// module's ranks as threads on emu (docs/tensor-parallel.md). `weights`
+/// null: seeded random weights. Run.cpp; kiln run and kiln serve.
+absl::StatusOr<std::unique_ptr<PlanDevice>>
+planDeviceFor(CompiledModel &m, CodegenOptions knobs, const std::string &where,
+              const WeightSet *weights);
+
 /// Resolves a model and builds its verified kiln module; when the folder has
 /// weights, checks their names and shapes (headers only) against the module.
 struct CompiledModel {

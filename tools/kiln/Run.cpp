@@ -191,6 +191,50 @@ absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
                             nvrtcVersionString(), w);
 }
 
+absl::StatusOr<std::unique_ptr<PlanDevice>>
+planDeviceFor(CompiledModel &m, CodegenOptions knobs, const std::string &where,
+              const WeightSet *weights) {
+  // Tuned for the GPU's target; emu runs what sm_90 would.
+  std::string target = "sm_90", tuning;
+  if (auto gpu = probeCudaGpu(); where == "cuda" && gpu.ok())
+    target = gpu->target;
+  if (absl::Status s = applyTuningDb(*m.module, target, knobs, tuning); !s.ok())
+    return s;
+  llvm::errs() << tuning;
+  if (auto ranks = (*m.module)->getAttrOfType<mlir::IntegerAttr>(
+          "kiln.tensor_parallel")) {
+    // A split model: its ranks as threads, on emu.
+    if (where != "emu")
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tp ", ranks.getInt(),
+          ": a split model runs on --device emu (ranks as threads of this "
+          "process); the ",
+          where, " device's ranks are not built yet"));
+    auto program = buildRankProgram(*m.module, knobs);
+    if (!program)
+      return absl::InvalidArgumentError(
+          absl::StrCat(m.source.name, ": ", toString(program.takeError())));
+    return openEmuRanks(*program, weights);
+  }
+  auto program = buildProgram(*m.module, knobs);
+  if (!program)
+    return absl::InvalidArgumentError(
+        absl::StrCat(m.source.name, ": ", toString(program.takeError())));
+  WeightProvider provider = weights ? WeightProvider::checkpoint(*weights)
+                                    : WeightProvider::random(1);
+  if (where == "cuda") {
+    auto dev = cudaDeviceFor(std::move(*program), provider);
+    if (!dev.ok())
+      return dev.status();
+    return std::unique_ptr<PlanDevice>(
+        static_cast<PlanDevice *>(dev->release()));
+  }
+  auto dev = EmuDevice::create(std::move(*program), provider);
+  if (!dev.ok())
+    return dev.status();
+  return std::unique_ptr<PlanDevice>(std::move(*dev));
+}
+
 int runRun() {
   if (!chatFlag && (!systemFlag.empty() || !conversationFlag.empty()))
     return fail(absl::InvalidArgumentError(absl::StrCat(
@@ -486,34 +530,12 @@ int runRun() {
                                    where, " device's ranks are not built yet")),
                   2);
     pick();
-    if (ranks > 1) {
-      auto program = buildRankProgram(*compiled->module, *knobs);
-      if (!program)
-        return fail(absl::InvalidArgumentError(absl::StrCat(
-            compiled->source.name, ": ", toString(program.takeError()))));
-      auto opened =
-          openEmuRanks(*program, randomWeights ? nullptr : weights.get());
-      if (!opened.ok())
-        return fail(opened.status());
-      dev = std::unique_ptr<Device>(std::move(*opened));
-    } else if (where == "emu" || where == "cuda") {
-      // Tuned for the GPU's target; emu runs what sm_90 would.
-      std::string target = "sm_90", tuning;
-      if (auto gpu = probeCudaGpu(); where == "cuda" && gpu.ok())
-        target = gpu->target;
-      if (absl::Status s =
-              applyTuningDb(*compiled->module, target, *knobs, tuning);
-          !s.ok())
-        return fail(s);
-      llvm::errs() << tuning;
-      auto program = buildProgram(*compiled->module, *knobs);
-      if (!program)
-        return fail(absl::InvalidArgumentError(absl::StrCat(
-            compiled->source.name, ": ", toString(program.takeError()))));
-      if (where == "cuda")
-        dev = cudaDeviceFor(std::move(*program), provider());
-      else
-        dev = EmuDevice::create(std::move(*program), provider());
+    if (where == "emu" || where == "cuda") {
+      auto planned = planDeviceFor(*compiled, *knobs, where,
+                                   randomWeights ? nullptr : weights.get());
+      if (!planned.ok())
+        return fail(planned.status());
+      dev = std::unique_ptr<Device>(std::move(*planned));
     } else {
       // quant-gemm=2's rounded inputs, as the kernels'.
       dev = RefDevice::create(*compiled->module, *weights,

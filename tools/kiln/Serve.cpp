@@ -9,11 +9,8 @@
 // which kiln-run --serve shares.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/BuildProgram.h"
 #include "runtime/Bundle.h"
-#include "runtime/EmuDevice.h"
 #include "runtime/RunOptions.h"
-#include "runtime/TensorParallelDevice.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "serve/ModelLoad.h"
 #include "tools/kiln/Commands.h"
@@ -106,48 +103,11 @@ compileForServing(const serve::ModelSourceFlags &source) {
     return absl::InvalidArgumentError(
         "--lora: merges into a checkpoint's weights, not --random-weights");
   }
-  std::string target = "sm_90", tuning;
-  if (auto gpu = probeCudaGpu(); source.device == "cuda" && gpu.ok())
-    target = gpu->target;
-  if (absl::Status s = applyTuningDb(*compiled->module, target, *knobs, tuning);
-      !s.ok())
-    return s;
-  llvm::errs() << tuning;
-  if (opts->tensorParallel > 1) { // the ranks as threads, on emu
-    if (source.device != "emu")
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tp ", opts->tensorParallel,
-                       ": a split model serves on --device emu; the ",
-                       source.device, " device's ranks are not built yet"));
-    auto program = buildRankProgram(*compiled->module, *knobs);
-    if (!program)
-      return absl::InvalidArgumentError(absl::StrCat(
-          compiled->source.name, ": ", toString(program.takeError())));
-    auto ranks =
-        openEmuRanks(*program, source.random ? nullptr : weights.get());
-    if (!ranks.ok())
-      return ranks.status();
-    out.device = std::move(*ranks);
-    return out;
-  }
-  auto program = buildProgram(*compiled->module, *knobs);
-  if (!program)
-    return absl::InvalidArgumentError(absl::StrCat(
-        compiled->source.name, ": ", toString(program.takeError())));
-  WeightProvider provider = source.random
-                                ? WeightProvider::random(1)
-                                : WeightProvider::checkpoint(*weights);
-  if (source.device == "cuda") {
-    auto dev = cudaDeviceFor(std::move(*program), provider);
-    if (!dev.ok())
-      return dev.status();
-    out.device.reset(static_cast<PlanDevice *>(dev->release()));
-  } else {
-    auto dev = EmuDevice::create(std::move(*program), provider);
-    if (!dev.ok())
-      return dev.status();
-    out.device = std::move(*dev);
-  }
+  auto device = planDeviceFor(*compiled, *knobs, source.device,
+                              source.random ? nullptr : weights.get());
+  if (!device.ok())
+    return device.status();
+  out.device = std::move(*device);
   return out;
 }
 
