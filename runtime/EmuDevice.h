@@ -1,9 +1,8 @@
-//===- EmuDevice.h - the emu device: generated kernels on the CPU -*- C++
-//-*-===//
+//===- EmuDevice.h - generated kernels on the CPU ---------------*- C++ -*-===//
 #ifndef KILN_RUNTIME_EMUDEVICE_H
 #define KILN_RUNTIME_EMUDEVICE_H
 
-#include "runtime/InProcessCollective.h"
+#include "runtime/HostCollective.h"
 #include "runtime/PlanDevice.h"
 #include "runtime/emu/EmuCompiler.h"
 
@@ -27,7 +26,7 @@ public:
   std::string name() const override { return "emu"; }
   /// Rank `rank` of a split model: its plans' collectives meet the other
   /// ranks' in `collective` (which outlives the device).
-  void joinCollective(InProcessCollective *collective, int rank) {
+  void joinCollective(HostCollective *collective, int rank) {
     collective_ = collective;
     rank_ = rank;
   }
@@ -58,7 +57,7 @@ private:
   std::vector<uint16_t> dequantized_; // [n, k] f16: Region::Dequantized
   std::vector<uint32_t> counters_;
   std::vector<int32_t> history_; // [sequences, V]
-  InProcessCollective *collective_ = nullptr;
+  HostCollective *collective_ = nullptr;
   int rank_ = 0;
 };
 

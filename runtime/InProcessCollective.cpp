@@ -1,8 +1,6 @@
 //===- InProcessCollective.cpp --------------------------------------------===//
 #include "runtime/InProcessCollective.h"
 
-#include "runtime/DType.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -65,14 +63,10 @@ absl::Status InProcessCollective::allReduce(int rank, const uint16_t *input,
     return s;
   // Every rank sums every input in rank order: the same bits everywhere.
   std::vector<uint16_t> sum(count); // [count]
-  for (int64_t i = 0; i < count; ++i) {
-    float acc = 0;
-    for (int r = 0; r < ranks_; ++r)
-      acc += halfToFloat(static_cast<const uint16_t *>(inputs_[r])[i]);
-    if (residual)
-      acc += halfToFloat(residual[i]);
-    sum[i] = floatToHalf(acc);
-  }
+  std::vector<const uint16_t *> inputs;
+  for (const void *in : inputs_)
+    inputs.push_back(static_cast<const uint16_t *>(in));
+  sumInRankOrder(inputs, residual, sum.data(), count);
   // Nobody writes over an input another rank may still be reading.
   if (absl::Status s = barrier(rank, "all-reduce"); !s.ok())
     return s;
@@ -94,11 +88,10 @@ absl::Status InProcessCollective::allGather(int rank, const float *input,
   if (absl::Status s = barrier(rank, "all-gather"); !s.ok())
     return s;
   std::vector<float> whole(rows * ranks_ * cols); // [rows, ranks * cols]
-  for (int r = 0; r < ranks_; ++r)
-    for (int64_t s = 0; s < rows; ++s)
-      std::memcpy(&whole[(s * ranks_ + r) * cols],
-                  static_cast<const float *>(inputs_[r]) + s * cols,
-                  cols * sizeof(float));
+  std::vector<const float *> inputs;
+  for (const void *in : inputs_)
+    inputs.push_back(static_cast<const float *>(in));
+  gatherColumns(inputs, whole.data(), rows, cols);
   if (absl::Status s = barrier(rank, "all-gather"); !s.ok())
     return s;
   std::memcpy(out, whole.data(), whole.size() * sizeof(float));

@@ -8,12 +8,13 @@
 // waits forever: a collective that some rank does not reach within the
 // timeout fails on every rank that waits, naming the missing ones, and a
 // rank that fails tells the others at once (abort).
+// (Ranks that are processes: SocketCollective.)
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_INPROCESSCOLLECTIVE_H
 #define KILN_RUNTIME_INPROCESSCOLLECTIVE_H
 
-#include "absl/status/status.h"
+#include "runtime/HostCollective.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -23,23 +24,16 @@
 
 namespace kiln {
 
-class InProcessCollective {
+class InProcessCollective : public HostCollective {
 public:
   InProcessCollective(int ranks, std::chrono::milliseconds timeout);
-  int ranks() const { return ranks_; }
-
-  /// out[i] = residual[i] + Σ_ranks input_r[i] ([count] f16 each; the
-  /// residual may be null, out may alias input or residual).
+  int ranks() const override { return ranks_; }
   absl::Status allReduce(int rank, const uint16_t *input,
                          const uint16_t *residual, uint16_t *out,
-                         int64_t count);
-  /// out[s, r * cols + j] = input_r[s, j]: [rows, cols] f32 from each rank
-  /// into [rows, ranks * cols].
+                         int64_t count) override;
   absl::Status allGather(int rank, const float *input, float *out, int64_t rows,
-                         int64_t cols);
-  /// Rank `rank` failed: every collective, waiting or to come, fails with
-  /// `why` on the other ranks.
-  void abort(int rank, const absl::Status &why);
+                         int64_t cols) override;
+  void abort(int rank, const absl::Status &why) override;
 
 private:
   /// Waits until every rank has arrived at this point of the collective

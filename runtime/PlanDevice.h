@@ -240,6 +240,7 @@ protected:
 
   // Stages its inputs into its ranks' devices and runs their hooks.
   friend class TensorParallelDevice;
+  friend class RemoteRank;
 
 private:
   absl::Status checkPositions(int32_t seq,

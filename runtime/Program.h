@@ -183,6 +183,13 @@ struct WeightBuffer {
   std::optional<QuantFormat> quant = {};
 };
 
+/// Which of a Program's plans a launch list is: the same plan in another
+/// copy of the Program (a rank's), or over a connection (RemoteRank).
+struct PlanRef {
+  enum Kind : int32_t { Decode, Prefill, Batch } kind = Decode;
+  int32_t index = 0; // of prefill or batches
+};
+
 struct Program {
   std::vector<KernelCode> kernels;
   std::vector<WeightBuffer> weights;
@@ -220,6 +227,27 @@ struct Program {
   }
   const StepPlan &prefillFor(int64_t tokens) const {
     return planFor(prefill, tokens);
+  }
+  /// Which plan `launches` is (one of this Program's own lists).
+  std::optional<PlanRef> refOf(const std::vector<Launch> &launches) const {
+    if (&launches == &decode)
+      return PlanRef{PlanRef::Decode, 0};
+    for (size_t i = 0; i < prefill.size(); ++i)
+      if (&launches == &prefill[i].launches)
+        return PlanRef{PlanRef::Prefill, int32_t(i)};
+    for (size_t i = 0; i < batches.size(); ++i)
+      if (&launches == &batches[i].launches)
+        return PlanRef{PlanRef::Batch, int32_t(i)};
+    return std::nullopt;
+  }
+  /// The plan `ref` names; null when this Program has no such plan.
+  const std::vector<Launch> *plan(PlanRef ref) const {
+    const auto &plans = ref.kind == PlanRef::Prefill ? prefill : batches;
+    if (ref.kind == PlanRef::Decode)
+      return &decode;
+    if (ref.index < 0 || size_t(ref.index) >= plans.size())
+      return nullptr;
+    return &plans[ref.index].launches;
   }
   /// Whether a plan runs cuBLASLt's FP8 GEMM (GemmShape::fp8): sm_89 on.
   bool usesFp8Gemm() const {

@@ -2,6 +2,8 @@
 #include "runtime/TensorParallelDevice.h"
 
 #include "runtime/EmuDevice.h"
+#include "runtime/InProcessCollective.h"
+#include "runtime/RemoteRank.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -13,11 +15,16 @@ namespace kiln {
 
 TensorParallelDevice::TensorParallelDevice(
     std::vector<std::unique_ptr<PlanDevice>> ranks,
-    std::unique_ptr<InProcessCollective> collective)
-    : PlanDevice(ranks.front()->program()), ranks_(std::move(ranks)),
-      collective_(std::move(collective)) {}
+    std::unique_ptr<RankAbort> collective, std::unique_ptr<RankLinks> links)
+    : PlanDevice(ranks.front()->program()), links_(std::move(links)),
+      collective_(std::move(collective)), ranks_(std::move(ranks)) {}
 
-TensorParallelDevice::~TensorParallelDevice() = default;
+TensorParallelDevice::~TensorParallelDevice() {
+  // Ranks in other processes are told how the run ended as they go.
+  for (auto &r : ranks_)
+    if (auto *remote = dynamic_cast<RemoteRank *>(r.get()))
+      remote->setFailure(failure_);
+}
 
 std::string TensorParallelDevice::name() const {
   return absl::StrCat(ranks_[0]->name(), " x", ranks_.size());
@@ -39,7 +46,9 @@ absl::Status TensorParallelDevice::onRanks(
     const std::function<absl::Status(PlanDevice &)> &call) {
   std::vector<absl::Status> status(ranks_.size());
   auto one = [&](size_t r) {
-    status[r] = call(*ranks_[r]);
+    status[r] = ranks_[r]->bindThread();
+    if (status[r].ok())
+      status[r] = call(*ranks_[r]);
     if (!status[r].ok()) // the others stop at their next collective
       collective_->abort(int(r), status[r]);
   };
@@ -50,13 +59,16 @@ absl::Status TensorParallelDevice::onRanks(
   for (std::thread &t : threads)
     t.join();
   // The rank that failed first says why; the others say it failed.
+  absl::Status first;
   for (const absl::Status &s : status)
-    if (!s.ok() && !absl::StrContains(s.message(), "rank "))
-      return s;
+    if (!s.ok() && first.ok() && !absl::StrContains(s.message(), "rank "))
+      first = s;
   for (const absl::Status &s : status)
-    if (!s.ok())
-      return s;
-  return absl::OkStatus();
+    if (!s.ok() && first.ok())
+      first = s;
+  if (!first.ok() && failure_.ok())
+    failure_ = first;
+  return first;
 }
 
 absl::Status TensorParallelDevice::sendInputs(int64_t rows) {
@@ -82,7 +94,11 @@ absl::Status TensorParallelDevice::sendLogitBias(int32_t seq) {
 absl::Status TensorParallelDevice::run(const std::vector<Launch> &launches) {
   stage();
   // Every rank's Program is this one: the same plans, their own weights.
-  return onRanks([&](PlanDevice &d) { return d.run(launches); });
+  // Each runs its own copy's plan (the cuda device keys its graphs by it).
+  std::optional<PlanRef> ref = program_.refOf(launches);
+  if (!ref)
+    return absl::InternalError("tensor parallelism: a plan of no Program");
+  return onRanks([&](PlanDevice &d) { return d.run(*d.program().plan(*ref)); });
 }
 
 absl::Status TensorParallelDevice::clearHistory(int32_t seq) {

@@ -1,5 +1,4 @@
-//===- TensorParallelDevice.h - one device made of a split model's ranks -*- C++
-//-*-===//
+//===- TensorParallelDevice.h - a split model as one ------------*- C++ -*-===//
 //
 // A model split over N ranks (docs/tensor-parallel.md) runs as one
 // PlanDevice to the Scheduler and to generate(): rank 0's staged inputs
@@ -13,8 +12,9 @@
 #ifndef KILN_RUNTIME_TENSORPARALLELDEVICE_H
 #define KILN_RUNTIME_TENSORPARALLELDEVICE_H
 
-#include "runtime/InProcessCollective.h"
+#include "runtime/HostCollective.h"
 #include "runtime/PlanDevice.h"
+#include "runtime/RankLink.h"
 
 #include <memory>
 #include <vector>
@@ -23,9 +23,12 @@ namespace kiln {
 
 class TensorParallelDevice : public PlanDevice {
 public:
-  /// `ranks` in rank order, each already joined to `collective`.
+  /// `ranks` in rank order, each already joined to the collectives that
+  /// `collective` aborts; `links`, when ranks are processes (RemoteRank),
+  /// their connections.
   TensorParallelDevice(std::vector<std::unique_ptr<PlanDevice>> ranks,
-                       std::unique_ptr<InProcessCollective> collective);
+                       std::unique_ptr<RankAbort> collective,
+                       std::unique_ptr<RankLinks> links = nullptr);
   ~TensorParallelDevice() override;
   /// "emu x2": the ranks' device and how many.
   std::string name() const override;
@@ -35,7 +38,8 @@ private:
   /// Copies the step's staged inputs into every rank (the tables and the
   /// logit bias go when they are sent).
   void stage();
-  /// `call` on every rank at once (rank 0 on this thread); the first error.
+  /// `call` on every rank at once (rank 0 on this thread, each bound to
+  /// its thread); the first error.
   absl::Status onRanks(const std::function<absl::Status(PlanDevice &)> &call);
 
   absl::Status sendInputs(int64_t rows) override;
@@ -46,8 +50,11 @@ private:
   absl::Status readLogits(int64_t offset, float *out, size_t floats) override;
   absl::Status readSampled(int64_t rows) override;
 
+  // Destroyed in reverse: the ranks, then what joins them.
+  std::unique_ptr<RankLinks> links_;
+  std::unique_ptr<RankAbort> collective_;
   std::vector<std::unique_ptr<PlanDevice>> ranks_;
-  std::unique_ptr<InProcessCollective> collective_;
+  absl::Status failure_; // the first failed call's, told to remote ranks
 };
 
 /// `program.ranks` emu devices, rank r with its slices of `checkpoint`

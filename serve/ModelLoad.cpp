@@ -7,6 +7,7 @@
 #include "runtime/SentencePieceBpe.h"
 #include "runtime/TensorParallelDevice.h"
 #include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaRanks.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -56,8 +57,10 @@ absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
   WeightProvider provider = source.random
                                 ? WeightProvider::random(1)
                                 : WeightProvider::checkpoint(*weights);
-  if (bundle->program.ranks > 1 && source.device == "emu") {
-    auto ranks = openEmuRanks(bundle->program, weights.get());
+  if (bundle->program.ranks > 1) {
+    absl::StatusOr<std::unique_ptr<TensorParallelDevice>> ranks =
+        source.device == "emu" ? openEmuRanks(bundle->program, weights.get())
+                               : openCudaRanks(*bundle, weights.get());
     if (!ranks.ok())
       return ranks.status();
     out.device = std::move(*ranks);

@@ -77,10 +77,11 @@ absl::StatusOr<const Cublas *> Cublas::get() {
         !look(c.destroy, "cublasDestroy_v2") ||
         !look(c.setStream, "cublasSetStream_v2") ||
         !look(c.setWorkspace, "cublasSetWorkspace_v2") ||
-        !look(c.gemmEx, "cublasGemmEx"))
+        !look(c.gemmEx, "cublasGemmEx") || !look(c.axpyEx, "cublasAxpyEx"))
       return absl::FailedPreconditionError(
           "cuda device: cuBLAS lacks cublasCreate_v2, cublasDestroy_v2, "
-          "cublasSetStream_v2, cublasSetWorkspace_v2 or cublasGemmEx");
+          "cublasSetStream_v2, cublasSetWorkspace_v2, cublasGemmEx or "
+          "cublasAxpyEx");
     return &c;
   }();
   return cublas;

@@ -37,12 +37,14 @@ namespace kiln {
   X(ctxSetCurrent, cuCtxSetCurrent, "cuCtxSetCurrent")                         \
   X(ctxSynchronize, cuCtxSynchronize, "cuCtxSynchronize")                      \
   X(streamSynchronize, cuStreamSynchronize, "cuStreamSynchronize")             \
+  X(streamQuery, cuStreamQuery, "cuStreamQuery")                               \
   X(memGetInfo, cuMemGetInfo_v2, "cuMemGetInfo_v2")                            \
   X(memAlloc, cuMemAlloc_v2, "cuMemAlloc_v2")                                  \
   X(memFree, cuMemFree_v2, "cuMemFree_v2")                                     \
   X(memcpyHtoD, cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2")                            \
   X(memcpyDtoH, cuMemcpyDtoH_v2, "cuMemcpyDtoH_v2")                            \
   X(memcpyDtoD, cuMemcpyDtoD_v2, "cuMemcpyDtoD_v2")                            \
+  X(memcpy2DAsync, cuMemcpy2DAsync_v2, "cuMemcpy2DAsync_v2")                   \
   X(memsetD8, cuMemsetD8_v2, "cuMemsetD8_v2")                                  \
   X(moduleLoadData, cuModuleLoadData, "cuModuleLoadData")                      \
   X(moduleUnload, cuModuleUnload, "cuModuleUnload")                            \
@@ -132,6 +134,10 @@ struct Cublas {
   // Btype, ldb, beta, C, Ctype, ldc, computeType, algo)
   int (*gemmEx)(Handle, int, int, int, int, int, const void *, const void *,
                 int, int, const void *, int, int, const void *, void *, int,
+                int, int, int);
+  // cublasAxpyEx(handle, n, alpha, alphaType, x, xType, incx, y, yType,
+  // incy, executionType): a split model's residual, added by rank 0.
+  int (*axpyEx)(Handle, int, const void *, int, const void *, int, int, void *,
                 int, int, int);
 
   static absl::StatusOr<const Cublas *> get();

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace kiln {
 namespace {
@@ -57,12 +58,7 @@ absl::StatusOr<CudaGpu> probeCudaGpu() {
 absl::StatusOr<std::unique_ptr<CudaDevice>>
 CudaDevice::create(Program program, const KernelBinaries &cubin,
                    const KernelBinaries &ptx, const std::string &nvrtc,
-                   const WeightProvider &weights) {
-  if (program.ranks > 1)
-    return absl::UnimplementedError(absl::StrCat(
-        "a program split over ", program.ranks,
-        " ranks runs on the emu device (--device emu); the cuda device's "
-        "ranks over NCCL are not built yet (docs/tensor-parallel.md)"));
+                   const WeightProvider &weights, int gpuIndex) {
   auto gpu = probeCudaGpu();
   if (!gpu.ok())
     return gpu.status();
@@ -70,7 +66,7 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
   dev->cu_ = *CudaDriver::get();
   dev->target_ = gpu->target;
   const CudaDriver *cu_ = dev->cu_;
-  KILN_CU(deviceGet(&dev->gpu_, 0));
+  KILN_CU(deviceGet(&dev->gpu_, gpuIndex));
   KILN_CU(primaryCtxRetain(&dev->ctx_, dev->gpu_));
   KILN_CU(ctxSetCurrent(dev->ctx_));
   // A blocking stream: ordered with the synchronous copies of the inputs
@@ -107,7 +103,8 @@ CudaDevice::create(Program program, const KernelBinaries &cubin,
     for (const StepPlan &plan : *plans)
       for (const Launch &l : plan.launches)
         gemms = gemms || l.kernel == kGemm;
-  if (gemms) {
+  // A split model's rank 0 adds the residual with cuBLAS.
+  if (gemms || dev->program_.ranks > 1) {
     auto blas = Cublas::get();
     if (!blas.ok())
       return blas.status();
@@ -411,6 +408,9 @@ int64_t CudaDevice::inputBytes() const {
 }
 
 absl::Status CudaDevice::sendInputs(int64_t) {
+  // A rank but 0 reads nothing back: its last step is waited for here.
+  if (absl::Status s = waitForCollectives(); !s.ok())
+    return s;
   // One copy of all the inputs: each one costs a driver round trip.
   char *at = staging_.data();
   int64_t rows = int64_t(tokens_.size());
@@ -668,6 +668,8 @@ absl::Status CudaDevice::enqueue(const Launch &l) {
   std::vector<CUdeviceptr> args; // the kernel's parameters
   for (const Argument &a : l.args)
     args.push_back(address(a));
+  if (l.kernel == kAllReduce || l.kernel == kAllGather)
+    return enqueueCollective(l, args);
   if (l.kernel == kGemm) {
     // The very call the emu device's stand-in runs (runtime/BlasMatmul.h).
     std::vector<void *> ptrs;
@@ -791,6 +793,8 @@ absl::Status CudaDevice::stepFinished(CUresult r, const char *call) const {
 }
 
 absl::Status CudaDevice::readLogits(int64_t offset, float *out, size_t floats) {
+  if (absl::Status s = waitForCollectives(); !s.ok())
+    return s;
   // Synchronous on the default stream: the step has finished after it.
   return stepFinished(
       cu_->memcpyDtoH(out, regions_[Region::Arena] + offset, floats * 4),
@@ -798,10 +802,171 @@ absl::Status CudaDevice::readLogits(int64_t offset, float *out, size_t floats) {
 }
 
 absl::Status CudaDevice::readSampled(int64_t rows) {
+  if (absl::Status s = waitForCollectives(); !s.ok())
+    return s;
   // Synchronous on the default stream: the step has finished after it.
   return stepFinished(
       cu_->memcpyDtoH(sampled_.data(), regions_[Region::Sampled], rows * 4),
       "cuMemcpyDtoH");
+}
+
+absl::Status CudaDevice::joinNccl(const Nccl *nccl, ncclComm_t comm, int rank,
+                                  std::chrono::milliseconds timeout) {
+  nccl_ = nccl;
+  comm_ = comm;
+  rank_ = rank;
+  collectiveTimeout_ = timeout;
+  // The all-gather of more than one row lands rank after rank first.
+  int64_t floats = 0;
+  for (const auto *plans : {&program_.prefill, &program_.batches})
+    for (const StepPlan &plan : *plans)
+      for (const Launch &l : plan.launches)
+        if (l.kernel == kAllGather)
+          floats =
+              std::max(floats, plan.rows * l.collectiveCols * program_.ranks);
+  if (floats > 0) {
+    KILN_CU(memAlloc(&gathered_, floats * 4));
+    allocations_.push_back(gathered_);
+  }
+  return absl::OkStatus();
+}
+
+void CudaDevice::joinHostCollective(HostCollective *collective, int rank) {
+  hostCollective_ = collective;
+  rank_ = rank;
+  useGraphs_ = false; // a capture cannot wait for the host
+}
+
+int64_t CudaDevice::collectiveRows() const {
+  if (!capturing_)
+    return count_[0];
+  if (plan_ == &program_.decode)
+    return 1;
+  for (const auto *plans : {&program_.prefill, &program_.batches})
+    for (const StepPlan &plan : *plans)
+      if (plan_ == &plan.launches)
+        return plan.rows;
+  return count_[0];
+}
+
+absl::Status
+CudaDevice::enqueueCollective(const Launch &l,
+                              const std::vector<CUdeviceptr> &args) {
+  const bool reduce = l.kernel == kAllReduce;
+  const int64_t rows = collectiveRows(), cols = l.collectiveCols;
+  const int64_t ranks = program_.ranks;
+  if (hostCollective_) {
+    // Through host memory: the step so far finishes first.
+    KILN_CU(streamSynchronize(stream_));
+    if (reduce) {
+      std::vector<uint16_t> input(rows * cols), residual, out(rows * cols);
+      KILN_CU(memcpyDtoH(input.data(), args.front(), input.size() * 2));
+      if (args.size() == 3) {
+        residual.resize(rows * cols);
+        KILN_CU(memcpyDtoH(residual.data(), args[1], residual.size() * 2));
+      }
+      if (absl::Status s = hostCollective_->allReduce(
+              rank_, input.data(), residual.empty() ? nullptr : residual.data(),
+              out.data(), rows * cols);
+          !s.ok())
+        return s;
+      KILN_CU(memcpyHtoD(args.back(), out.data(), out.size() * 2));
+    } else {
+      std::vector<float> input(rows * cols), out(rows * ranks * cols);
+      KILN_CU(memcpyDtoH(input.data(), args[0], input.size() * 4));
+      if (absl::Status s = hostCollective_->allGather(rank_, input.data(),
+                                                      out.data(), rows, cols);
+          !s.ok())
+        return s;
+      KILN_CU(memcpyHtoD(args[1], out.data(), out.size() * 4));
+    }
+    return absl::OkStatus();
+  }
+  if (!nccl_)
+    return absl::FailedPreconditionError(
+        "cuda device: a collective in the plan of a device that is no rank");
+  if (!comm_)
+    return absl::AbortedError(absl::StrCat(
+        "rank ", rank_, ": its NCCL communicator was aborted by a failure"));
+  auto *input = reinterpret_cast<void *>(args.front());
+  if (reduce) {
+    if (args.size() == 3 && rank_ == 0) {
+      // input += residual, in f32, rounded once: the residual counts once.
+      const float one = 1.0f;
+      constexpr int kF16 = 2, kF32 = 0; // cudaDataType
+      if (int r = blas_->axpyEx(blasHandle_, int(rows * cols), &one, kF32,
+                                reinterpret_cast<void *>(args[1]), kF16, 1,
+                                input, kF16, 1, kF32);
+          r != 0)
+        return absl::InternalError(
+            absl::StrCat("cuda device: cublasAxpyEx: status ", r,
+                         ", the residual of ", l.name));
+    }
+    return nccl_->check(nccl_->allReduce(input,
+                                         reinterpret_cast<void *>(args.back()),
+                                         size_t(rows * cols), ncclHalf, ncclSum,
+                                         comm_, stream_),
+                        "ncclAllReduce");
+  }
+  auto *out = reinterpret_cast<void *>(args[1]);
+  if (rows == 1)
+    return nccl_->check(
+        nccl_->allGather(input, out, size_t(cols), ncclFloat, comm_, stream_),
+        "ncclAllGather");
+  // NCCL gathers [ranks, rows, cols]; the plan reads [rows, ranks * cols].
+  if (absl::Status s = nccl_->check(
+          nccl_->allGather(input, reinterpret_cast<void *>(gathered_),
+                           size_t(rows * cols), ncclFloat, comm_, stream_),
+          "ncclAllGather");
+      !s.ok())
+    return s;
+  for (int64_t r = 0; r < ranks; ++r) {
+    CUDA_MEMCPY2D copy = {};
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = gathered_ + r * rows * cols * 4;
+    copy.srcPitch = size_t(cols * 4);
+    copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.dstDevice = args[1] + r * cols * 4;
+    copy.dstPitch = size_t(ranks * cols * 4);
+    copy.WidthInBytes = size_t(cols * 4);
+    copy.Height = size_t(rows);
+    KILN_CU(memcpy2DAsync(&copy, stream_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::waitForCollectives() {
+  if (!nccl_)
+    return absl::OkStatus();
+  if (!comm_)
+    return absl::AbortedError(absl::StrCat(
+        "rank ", rank_, ": its NCCL communicator was aborted by a failure"));
+  const auto deadline = std::chrono::steady_clock::now() + collectiveTimeout_;
+  for (;;) {
+    CUresult r = cu_->streamQuery(stream_);
+    if (r == CUDA_SUCCESS)
+      return absl::OkStatus();
+    if (r != CUDA_ERROR_NOT_READY)
+      return stepFinished(r, "cuStreamQuery");
+    ncclResult_t async = ncclSuccess;
+    nccl_->commGetAsyncError(comm_, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      nccl_->commAbort(comm_);
+      comm_ = nullptr;
+      return absl::Status(nccl_->check(async, "NCCL").code(),
+                          absl::StrCat("rank ", rank_, ": ",
+                                       nccl_->check(async, "NCCL").message()));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      nccl_->commAbort(comm_);
+      comm_ = nullptr;
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", rank_, ": the step's collectives did not finish within ",
+          collectiveTimeout_.count(),
+          " ms (a rank that died or hangs); its NCCL communicator is aborted"));
+    }
+    std::this_thread::yield();
+  }
 }
 
 } // namespace kiln

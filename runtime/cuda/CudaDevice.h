@@ -2,10 +2,13 @@
 #ifndef KILN_RUNTIME_CUDA_CUDADEVICE_H
 #define KILN_RUNTIME_CUDA_CUDADEVICE_H
 
+#include "runtime/HostCollective.h"
 #include "runtime/PlanDevice.h"
 #include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/NcclApi.h"
 
 #include <array>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -74,11 +77,11 @@ absl::StatusOr<CudaGpu> probeCudaGpu();
 class CudaDevice : public PlanDevice {
 public:
   /// `nvrtc`: the NVRTC version that made the CUBIN and PTX (named when the
-  /// driver refuses them).
+  /// driver refuses them); `gpu`: the device ordinal (a rank's GPU).
   static absl::StatusOr<std::unique_ptr<CudaDevice>>
   create(Program program, const KernelBinaries &cubin,
          const KernelBinaries &ptx, const std::string &nvrtc,
-         const WeightProvider &weights);
+         const WeightProvider &weights, int gpu = 0);
   ~CudaDevice() override;
 
   std::string name() const override { return "cuda"; }
@@ -86,6 +89,20 @@ public:
   absl::Status flushCaches() override;
   absl::StatusOr<Memory> probe() override;
   absl::Status bindThread() override;
+
+  /// Rank `rank` of a split model (docs/tensor-parallel.md) whose
+  /// collectives are NCCL's on `comm`, enqueued on the step's stream and
+  /// captured in its graphs: all-reduce sums f16 (rank 0 adds the residual
+  /// to its input first, with cublasAxpyEx in f32), all-gather gathers f32
+  /// and, for more than one row, puts the ranks' columns side by side with
+  /// cuMemcpy2DAsync. A step that does not finish within `timeout` aborts
+  /// the communicator (NCCL's C API has no watchdog of its own).
+  absl::Status joinNccl(const Nccl *nccl, ncclComm_t comm, int rank,
+                        std::chrono::milliseconds timeout);
+  /// Rank `rank` whose collectives go through host memory to `collective`
+  /// (kernel by kernel, no graphs): ranks that share a GPU, which NCCL
+  /// refuses; the GPU check runs a split model so on one GPU.
+  void joinHostCollective(HostCollective *collective, int rank);
 
 private:
   explicit CudaDevice(Program program) : PlanDevice(std::move(program)) {}
@@ -109,6 +126,15 @@ private:
   /// Enqueues `l` (and with KILN_CUDA_SYNC=1 waits for it); errors name it.
   absl::Status launchOne(const Launch &l);
   absl::Status enqueue(const Launch &l);
+  /// A collective launch, through NCCL or the host collective.
+  absl::Status enqueueCollective(const Launch &l,
+                                 const std::vector<CUdeviceptr> &args);
+  /// The rows the running plan's collectives move: its real rows, or in a
+  /// graph (captured once for every step) all the plan's.
+  int64_t collectiveRows() const;
+  /// With NCCL: waits for the step so far, aborting the communicator when
+  /// it takes longer than the timeout or NCCL reports an error.
+  absl::Status waitForCollectives();
   /// A kernel launch: with the PDL attribute when pdl_ (and the kernel
   /// waits; not in a timed step, nor in a capture after pdlInGraphs_ went
   /// off), else plain. A driver that refuses the attribute gets the plain
@@ -173,6 +199,13 @@ private:
   std::vector<CUevent> events_; // launchTimed's, made on first use
   CUdeviceptr flushBuffer_ = 0; // flushCaches': [2 * L2 bytes]
   int64_t flushBytes_ = 0;
+  // A split model's rank: NCCL's communicator, or a host collective.
+  const Nccl *nccl_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  HostCollective *hostCollective_ = nullptr;
+  int rank_ = 0;
+  std::chrono::milliseconds collectiveTimeout_{std::chrono::seconds(60)};
+  CUdeviceptr gathered_ = 0; // [ranks, rows, cols] f32: NCCL's all-gather
 };
 
 } // namespace kiln

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/NcclApi.h"
+#include "runtime/cuda/CudaRanks.h"
 
 #include <gtest/gtest.h>
 
@@ -40,4 +41,22 @@ TEST(NcclApi, ErrorsNameTheCallAndNcclsMessage) {
   // argument itself.
   s = (*nccl)->check((*nccl)->getVersion(nullptr), "ncclGetVersion");
   EXPECT_FALSE(s.ok());
+}
+
+// Rank 0's unique id for ranks that are processes (kiln-run --rendezvous):
+// NCCL makes it without a GPU, 128 bytes that every rank gets as is.
+TEST(NcclApi, AUniqueIdForTheRendezvous) {
+  auto id = newNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->size(), size_t(NCCL_UNIQUE_ID_BYTES));
+  auto other = newNcclUniqueId();
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(*id, *other);
+  // A payload that is not an id (an emu rank 0's) is refused before NCCL.
+  auto joined = joinNcclRanks("", 1, 2);
+  ASSERT_FALSE(joined.ok());
+  EXPECT_NE(joined.status().message().find(
+                "rank 0 handed out a 0-byte NCCL unique id, not 128"),
+            std::string::npos)
+      << joined.status();
 }

@@ -30,6 +30,13 @@
 //
 // serves the bundle over HTTP with OpenAI's API (serve/), as kiln serve.
 //
+// A bundle split over W ranks (kiln compile --tp W) runs its ranks as
+// threads of this process; with --rendezvous HOST:PORT --rank R
+// --world-size W [--rendezvous-timeout S], as a process a rank, on one
+// machine or several (the same command on every rank but for --rank, as
+// torchrun starts them): rank 0 runs the job, the others follow it
+// (runtime/ProcessRanks.h).
+//
 // The runtime without the compiler (no MLIR, no LLVM), so that one binary,
 // built with static Abseil and libstdc++, runs on another Linux machine
 // with a CUDA driver: the GPU check (bench/gpu_check.sh) carries it there.
@@ -41,6 +48,7 @@
 #include "runtime/ChatTemplate.h"
 #include "runtime/EmuDevice.h"
 #include "runtime/Isolated.h"
+#include "runtime/ProcessRanks.h"
 #include "runtime/Progress.h"
 #include "runtime/RunOptions.h"
 #include "runtime/SentencePieceBpe.h"
@@ -48,6 +56,7 @@
 #include "runtime/TextStream.h"
 #include "runtime/TimeCandidates.h"
 #include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaRanks.h"
 #include "serve/ModelLoad.h"
 
 #include "absl/strings/numbers.h"
@@ -81,7 +90,8 @@ const char *kUsage =
     "[--repetition-penalty R] [--presence-penalty P] [--frequency-penalty F] "
     "[--logit-bias ID=BIAS,...|@FILE.json] "
     "[--stop-ids 2,13] [--max-batch B] [--no-logits] [--repeat N] "
-    "[--profile]; or "
+    "[--profile] [--rendezvous HOST:PORT --rank R --world-size W "
+    "[--rendezvous-timeout S]]; or "
     "kiln-run --serve BUNDLE (--weights FOLDER | --random-weights) "
     "[--device cuda|emu] [--tokenizer FILE.model] [--fallback BUNDLE "
     "(--fallback-weights FOLDER | --random-weights)] "
@@ -96,6 +106,8 @@ openDevice(const std::string &device, Bundle &b,
            const WeightProvider &weights) {
   if (b.program.ranks > 1 && device == "emu") // a split model's ranks
     return openEmuRanks(b.program, weights.checkpointSet());
+  if (b.program.ranks > 1 && device == "cuda")
+    return openCudaRanks(b, weights.checkpointSet());
   if (device == "cuda") {
     auto dev = CudaDevice::create(std::move(b.program), b.cubin, b.ptx, b.nvrtc,
                                   weights);
@@ -107,6 +119,46 @@ openDevice(const std::string &device, Bundle &b,
   if (!dev.ok())
     return dev.status();
   return std::unique_ptr<PlanDevice>(std::move(*dev));
+}
+
+/// --rendezvous, --rank, --world-size and --rendezvous-timeout checked;
+/// no address when not given. The digest is the bundle's.
+absl::StatusOr<ProcessRankOptions>
+processRanks(std::map<std::string, std::string> &flags,
+             const std::set<std::string> &given, const std::string &bundle) {
+  ProcessRankOptions o;
+  if (flags["rendezvous"].empty()) {
+    for (const char *f : {"rank", "world-size", "rendezvous-timeout"})
+      if (given.count(f))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", f, ": needs --rendezvous HOST:PORT (ranks as processes)"));
+    return o;
+  }
+  RendezvousOptions &r = o.rendezvous;
+  r.address = flags["rendezvous"];
+  int64_t seconds = 0;
+  if (!given.count("world-size"))
+    return absl::InvalidArgumentError(
+        "--rendezvous: needs --world-size W and --rank R");
+  if (!absl::SimpleAtoi(flags["rank"], &r.rank))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rank: '", flags["rank"], "' is not a rank"));
+  if (!absl::SimpleAtoi(flags["world-size"], &r.worldSize))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world-size: '", flags["world-size"], "' is not a number of ranks"));
+  if (!absl::SimpleAtoi(flags["rendezvous-timeout"], &seconds) || seconds < 1 ||
+      seconds > 86400)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rendezvous-timeout: '", flags["rendezvous-timeout"],
+                     "' is not from 1 to 86400 seconds"));
+  r.timeout = std::chrono::seconds(seconds);
+  if (absl::Status s = checkRendezvous(r); !s.ok())
+    return s;
+  auto digest = bundleDigest(bundle);
+  if (!digest.ok())
+    return digest.status();
+  r.digest = *digest;
+  return o;
 }
 
 /// kiln-run --time-candidates: every candidate bundle's cases timed on
@@ -273,7 +325,11 @@ int main(int argc, char **argv) {
                                               {"measurements", ""},
                                               {"serve", "false"},
                                               {"fallback", ""},
-                                              {"fallback-weights", ""}};
+                                              {"fallback-weights", ""},
+                                              {"rendezvous", ""},
+                                              {"rank", "0"},
+                                              {"world-size", "0"},
+                                              {"rendezvous-timeout", "300"}};
   for (const serve::ServeFlag *f = serve::kServeFlags; f->name; ++f)
     flags[f->name] = "";
   std::string bundlePath;
@@ -456,6 +512,10 @@ int main(int argc, char **argv) {
                     "--device: '", device, "' is not cuda or emu")),
                 2);
 
+  auto ranks = processRanks(flags, given, bundlePath);
+  if (!ranks.ok())
+    return fail(ranks.status(), 2);
+  const bool ranksAsProcesses = !ranks->rendezvous.address.empty();
   auto bundle = readBundle(bundlePath);
   if (!bundle.ok())
     return fail(bundle.status());
@@ -482,7 +542,22 @@ int main(int argc, char **argv) {
   }
   WeightProvider provider =
       random ? WeightProvider::random(1) : WeightProvider::checkpoint(*weights);
-  auto dev = openDevice(device, *bundle, provider);
+  absl::StatusOr<std::unique_ptr<PlanDevice>> dev;
+  if (ranksAsProcesses) {
+    ranks->device = device;
+    if (ranks->rendezvous.rank > 0) {
+      // Every rank but 0 follows rank 0's steps until it ends the run.
+      if (absl::Status s = followAsRank(*bundle, weights.get(), *ranks);
+          !s.ok())
+        return fail(
+            absl::Status(s.code(), absl::StrCat("rank ", ranks->rendezvous.rank,
+                                                ": ", s.message())));
+      return 0;
+    }
+    dev = openRankZero(*bundle, weights.get(), *ranks);
+  } else {
+    dev = openDevice(device, *bundle, provider);
+  }
   if (!dev.ok())
     return fail(dev.status());
   auto stopIds = parseStopIds(flags["stop-ids"], c.vocabSize);

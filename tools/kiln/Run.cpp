@@ -11,6 +11,7 @@
 #include "runtime/RunOptions.h"
 #include "runtime/TensorParallelDevice.h"
 #include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaRanks.h"
 #include "tokenizer/Tokenizer.h"
 #include "tools/kiln/Commands.h"
 
@@ -170,8 +171,9 @@ cl::opt<bool> randomWeights(
 
 } // namespace
 
-absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
-                                                      const WeightProvider &w) {
+/// `program` as a bundle for this machine's GPU: its kernels compiled (or
+/// from the kernel cache) for the GPU's target.
+static absl::StatusOr<Bundle> cudaBundleFor(Program program) {
   auto gpu = probeCudaGpu();
   if (!gpu.ok())
     return gpu.status();
@@ -182,13 +184,23 @@ absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
       compileKernelsCached(program.kernels, {gpu->target}, cache, hits);
   if (!compiled)
     return absl::InternalError(toString(compiled.takeError()));
-  KernelBinaries cubin, ptx;
+  Bundle b;
   for (CompiledKernel &k : *compiled) {
-    cubin[k.kernel][k.target] = std::move(k.cubin);
-    ptx[k.kernel][k.target] = std::move(k.ptx);
+    b.cubin[k.kernel][k.target] = std::move(k.cubin);
+    b.ptx[k.kernel][k.target] = std::move(k.ptx);
   }
-  return CudaDevice::create(std::move(program), cubin, ptx,
-                            nvrtcVersionString(), w);
+  b.nvrtc = nvrtcVersionString();
+  b.program = std::move(program);
+  return b;
+}
+
+absl::StatusOr<std::unique_ptr<Device>> cudaDeviceFor(Program program,
+                                                      const WeightProvider &w) {
+  auto b = cudaBundleFor(std::move(program));
+  if (!b.ok())
+    return b.status();
+  return CudaDevice::create(std::move(b->program), b->cubin, b->ptx, b->nvrtc,
+                            w);
 }
 
 absl::StatusOr<std::unique_ptr<PlanDevice>>
@@ -203,18 +215,23 @@ planDeviceFor(CompiledModel &m, CodegenOptions knobs, const std::string &where,
   llvm::errs() << tuning;
   if (auto ranks = (*m.module)->getAttrOfType<mlir::IntegerAttr>(
           "kiln.tensor_parallel")) {
-    // A split model: its ranks as threads, on emu.
-    if (where != "emu")
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tp ", ranks.getInt(),
-          ": a split model runs on --device emu (ranks as threads of this "
-          "process); the ",
-          where, " device's ranks are not built yet"));
+    // A split model: its ranks as threads, on emu or GPUs.
+    if (where != "emu" && where != "cuda")
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tp ", ranks.getInt(),
+                       ": a split model runs on emu or cuda (ranks "
+                       "as threads of this process), not on the ",
+                       where, " device"));
     auto program = buildRankProgram(*m.module, knobs);
     if (!program)
       return absl::InvalidArgumentError(
           absl::StrCat(m.source.name, ": ", toString(program.takeError())));
-    return openEmuRanks(*program, weights);
+    if (where == "emu")
+      return openEmuRanks(*program, weights);
+    auto b = cudaBundleFor(std::move(*program));
+    if (!b.ok())
+      return b.status();
+    return openCudaRanks(*b, weights);
   }
   auto program = buildProgram(*m.module, knobs);
   if (!program)
@@ -479,12 +496,12 @@ int runRun() {
             openWeights(weightsFolder, manifestSpecs(bundle->program.weights));
         !s.ok())
       return fail(s);
-    if (bundle->program.ranks > 1 && where == "auto")
-      where = "emu"; // a split model's ranks run on emu
     pick();
     if (bundle->program.ranks > 1 && where == "emu")
       dev = openEmuRanks(bundle->program,
                          randomWeights ? nullptr : weights.get());
+    else if (bundle->program.ranks > 1 && where == "cuda")
+      dev = openCudaRanks(*bundle, randomWeights ? nullptr : weights.get());
     else if (where == "cuda")
       dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
                                bundle->ptx, bundle->nvrtc, provider());
@@ -517,17 +534,14 @@ int runRun() {
     // anything.
     if (where == "auto" && (opts->dtype != "f16" || !opts->fusion))
       where = "ref";
-    // A split model runs its ranks on emu devices in this process: the
-    // cuda device's NCCL ranks are the next step (docs/tensor-parallel.md).
+    // A split model runs its ranks as threads of this process, on emu
+    // devices or GPUs (docs/tensor-parallel.md); the interpreter has none.
     const int64_t ranks = opts->tensorParallel;
-    if (ranks > 1 && where == "auto")
-      where = "emu";
-    if (ranks > 1 && where != "emu")
-      return fail(absl::InvalidArgumentError(
-                      absl::StrCat("--tp ", ranks,
-                                   ": a split model runs on --device emu "
-                                   "(ranks as threads of this process); the ",
-                                   where, " device's ranks are not built yet")),
+    if (ranks > 1 && where == "ref")
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+                      "--tp ", ranks,
+                      ": a split model runs on emu or cuda (ranks as threads "
+                      "of this process), not on the ref device")),
                   2);
     pick();
     if (where == "emu" || where == "cuda") {
