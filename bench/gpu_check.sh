@@ -7,6 +7,9 @@
 #   - validates both fixtures on the GPU (kiln-run --device cuda on the
 #     fixtures' bundles, F32 and F16 weights: float16 tolerance, exact
 #     greedy tokens, as test/compare_logits.py judges);
+#   - runs the kit's split models (tensor parallelism) against their
+#     fixtures: NCCL's ranks as threads and as processes with a GPU a
+#     rank, else the ranks on one GPU through host memory;
 #   - runs each fixture's prompt four times as one batch, and once joining
 #     a running batch, and holds every request's logits to Meta's, with
 #     CUDA graphs and without;
@@ -291,6 +294,65 @@ if [ -f "$kit/quantized.txt" ]; then
     fi
     say "| $qname | ${qfixture#test/fixtures/} | $(cell "$result") |"
   done <"$kit/quantized.txt"
+  say ""
+fi
+
+# Split models (issue 21; the kit's tp.txt: a bundle, its weights, its
+# fixture and its ranks a line), each against its fixture. With a GPU a
+# rank, NCCL's ranks as threads of kiln-run and as processes meeting at a
+# rendezvous (test/e2e/Inputs/run_ranks.py starts them, as torchrun); with
+# fewer GPUs than ranks NCCL cannot run (it refuses two ranks on one GPU),
+# so the ranks share the GPU and meet in host memory
+# (KILN_TP_COLLECTIVE=host), which checks the ranks' slices and plans.
+if [ -f "$kit/tp.txt" ]; then
+  gpus=1
+  [ "$device" = cuda ] && gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  say "Split models (issue 21), each against its fixture, on $([ "$device" = cuda ] && echo "$gpus GPU(s)" || echo emu):"
+  say ""
+  say "| bundle | ranks | ranks as | result |"
+  say "|---|---|---|---|"
+  while read -r tname tweights tfixture ranks; do
+    read -r prompt count < <(python3 -c "import json; d = json.load(open('$tfixture/expected.json')); print(','.join(map(str, d['prompt_tokens'])), len(d['greedy_continuation']))")
+    if [ "$device" = emu ]; then
+      modes="threads processes"
+    elif ((gpus >= ranks)); then
+      modes="threads processes"
+    else
+      modes="host"
+    fi
+    for mode in $modes; do
+      dump="$work/$tname-$mode.safetensors"
+      log="$work/$tname-$mode.txt"
+      args=("$kit/$tname.kiln" --weights "$tweights" --device "$device"
+        --prompt-ids "$prompt" --max-new-tokens "$count" --dump-logits "$dump")
+      case $mode in
+      processes)
+        label="processes (--rendezvous)"
+        bounded "$(box 40 300)" python3 test/e2e/Inputs/run_ranks.py \
+          --world-size "$ranks" -- "$run" "${args[@]}" </dev/null >"$log" 2>&1
+        ;;
+      host)
+        label="threads, one GPU (host memory)"
+        KILN_TP_COLLECTIVE=host bounded "$(box 30 300)" "$run" "${args[@]}" \
+          </dev/null >"$log" 2>&1
+        ;;
+      *)
+        label="threads"
+        bounded "$(box 30 300)" "$run" "${args[@]}" </dev/null >"$log" 2>&1
+        ;;
+      esac
+      if [ -f "$dump" ]; then
+        result=$(python3 test/compare_logits.py "$tfixture/expected.safetensors" \
+          "$dump" 5e-2)
+        case $result in ok:*) ;; *) status=1 ;; esac
+      else
+        not_run "$log"
+      fi
+      say "| $tname | $ranks | $label | $(cell "$result") |"
+    done
+  done <"$kit/tp.txt"
+  [ "$device" = cuda ] && ((gpus < 2)) &&
+    say "" && say "NCCL's ranks did not run: one GPU here (each rank needs its own)."
   say ""
 fi
 

@@ -98,6 +98,8 @@ absl::Status TensorParallelDevice::run(const std::vector<Launch> &launches) {
   std::optional<PlanRef> ref = program_.refOf(launches);
   if (!ref)
     return absl::InternalError("tensor parallelism: a plan of no Program");
+  // --profile times rank 0's launches: the step's, collectives included.
+  ranks_[0]->timing_ = timing_;
   return onRanks([&](PlanDevice &d) { return d.run(*d.program().plan(*ref)); });
 }
 

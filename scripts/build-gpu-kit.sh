@@ -38,6 +38,11 @@ if [ "${1:-}" = --emu ]; then
     -o "$kit/q-tiny-gqa-kv-int8.kiln" >/dev/null
   echo "q-tiny-gqa-kv-int8 test/fixtures/tiny-gqa/model-f16 test/fixtures/kv-cache/tiny-gqa-kv-int8 5e-2" \
     >"$kit/quantized.txt"
+  # A split model (tp.txt's format, as the GPU kit's below).
+  "$kiln" compile test/fixtures/tiny-gqa/model-f16 --tp 2 \
+    -o "$kit/tp-tiny-gqa-2.kiln" >/dev/null
+  echo "tp-tiny-gqa-2 test/fixtures/tiny-gqa/model-f16 test/fixtures/tiny-gqa 2" \
+    >"$kit/tp.txt"
   # With the cost model's bytes and FLOPs of the profiled steps' kernels,
   # for the profile's table (bench/profile_table.py; docs/cost-model.md);
   # no predicted times: those need the kernels compiled and audited
@@ -113,6 +118,16 @@ quantized q-tiny-mha-kv-fp8 $F/tiny-mha/model $F/kv-cache/tiny-mha-kv-fp8 0.2 --
 # (docs/quantization.md, "W8A8").
 targets=sm_90 quantized q-tiny-dh128-fp8-w8a8 $F/tiny-dh128/model \
   $F/quant/tiny-dh128-fp8-w8a8 0.2 --quantize fp8 --kernel-options quant-gemm=2
+# Split models (issue 21): tp.txt, a line a bundle (name, weights, fixture,
+# ranks). tiny-gqa's two KV heads split; tiny-dh96's one kept by both ranks.
+: >gpu-kit/tp.txt
+for m in tiny-gqa tiny-dh96; do
+  weights=$F/$m/model-f16
+  [ -d "$weights" ] || weights=$F/$m/model
+  build/bin/kiln compile "$weights" --tp 2 -o "gpu-kit/tp-$m-2.kiln" \
+    --target sm_80,sm_90 >/dev/null
+  echo "tp-$m-2 $weights $F/$m 2" >>gpu-kit/tp.txt
+done
 # llama2-7b's shapes, for the benchmark with --random-weights: batches of up
 # to 32 sequences of up to 2304 tokens (a 37.7 GB KV pool); and the cost
 # model's bytes, FLOPs and predicted times (H200, H100) of the steps

@@ -57,7 +57,14 @@ absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
   WeightProvider provider = source.random
                                 ? WeightProvider::random(1)
                                 : WeightProvider::checkpoint(*weights);
-  if (bundle->program.ranks > 1) {
+  if (!source.ranks.rendezvous.address.empty()) {
+    ProcessRankOptions ranks = source.ranks;
+    ranks.device = source.device;
+    auto dev = openRankZero(*bundle, weights.get(), ranks);
+    if (!dev.ok())
+      return dev.status();
+    out.device = std::move(*dev);
+  } else if (bundle->program.ranks > 1) {
     absl::StatusOr<std::unique_ptr<TensorParallelDevice>> ranks =
         source.device == "emu" ? openEmuRanks(bundle->program, weights.get())
                                : openCudaRanks(*bundle, weights.get());
@@ -77,6 +84,24 @@ absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
     out.device = std::move(*dev);
   }
   return out;
+}
+
+absl::Status followServedBundle(const ModelSourceFlags &source) {
+  auto bundle = readBundle(source.path);
+  if (!bundle.ok())
+    return bundle.status();
+  std::unique_ptr<WeightSet> weights;
+  if (!source.random) {
+    auto opened =
+        openCheckpoint(source.weights, manifestSpecs(bundle->program.weights),
+                       bundle->lora, bundle->config.headDim());
+    if (!opened.ok())
+      return opened.status();
+    weights = std::move(*opened);
+  }
+  ProcessRankOptions ranks = source.ranks;
+  ranks.device = source.device;
+  return followAsRank(*bundle, weights.get(), ranks);
 }
 
 } // namespace kiln::serve

@@ -7,6 +7,7 @@
 #ifndef KILN_SERVE_MODELLOAD_H
 #define KILN_SERVE_MODELLOAD_H
 
+#include "runtime/ProcessRanks.h"
 #include "serve/ServeOptions.h"
 
 namespace kiln::serve {
@@ -18,6 +19,9 @@ struct ModelSourceFlags {
   bool random = false;   // --random-weights
   std::string device;    // "cuda" or "emu" (resolved from "auto")
   std::string tokenizer; // --tokenizer, or empty: WEIGHTS/tokenizer.model
+  /// A split bundle's ranks as processes (--rendezvous): this one is rank
+  /// 0 (no address: the ranks are threads).
+  ProcessRankOptions ranks;
 };
 
 /// The tokenizer for text: --tokenizer when given, else the weights
@@ -30,6 +34,10 @@ openServeTokenizer(const std::string &flag, const std::string &folder);
 /// `maxBatch` is checked against its sequence slots.
 absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
                                        int64_t maxBatch);
+
+/// Rank R > 0 of a bundle served by rank 0 (kiln-run --serve --rendezvous):
+/// follows rank 0's steps until it ends the run.
+absl::Status followServedBundle(const ModelSourceFlags &source);
 
 } // namespace kiln::serve
 

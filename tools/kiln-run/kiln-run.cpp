@@ -270,10 +270,21 @@ int serveMain(const std::string &bundlePath,
     return fail(absl::InvalidArgumentError(absl::StrCat(
                     "--device: '", device, "' is not cuda or emu")),
                 2);
-  serve::ModelSourceFlags main{bundlePath, flags["weights"], random, device,
-                               flags["tokenizer"]};
-  serve::ModelSourceFlags fallback{flags["fallback"], flags["fallback-weights"],
-                                   random, device, ""};
+  auto ranks = processRanks(flags, given, bundlePath);
+  if (!ranks.ok())
+    return fail(ranks.status(), 2);
+  serve::ModelSourceFlags main{bundlePath, flags["weights"],   random,
+                               device,     flags["tokenizer"], *ranks};
+  serve::ModelSourceFlags fallback{
+      flags["fallback"], flags["fallback-weights"], random, device, "", {}};
+  if (ranks->rendezvous.rank > 0) {
+    // Rank 0 serves; this rank follows its steps until it stops.
+    if (absl::Status s = serve::followServedBundle(main); !s.ok())
+      return fail(
+          absl::Status(s.code(), absl::StrCat("rank ", ranks->rendezvous.rank,
+                                              ": ", s.message())));
+    return 0;
+  }
   if (!fallback.path.empty() && fallback.weights.empty() == !random)
     return fail(absl::InvalidArgumentError(
                     "--fallback: name its weights with --fallback-weights "

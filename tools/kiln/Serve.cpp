@@ -161,13 +161,13 @@ int runServe() {
                    << "): serving on emu\n";
     }
   }
-  serve::ModelSourceFlags main{model, weightsFolder, randomWeights, where,
-                               tokenizerFile};
+  serve::ModelSourceFlags main{model, weightsFolder, randomWeights,
+                               where, tokenizerFile, {}};
   serve::ModelLoader fallback;
   if (!fallbackModel.empty())
-    fallback =
-        loaderFor({fallbackModel, fallbackWeights, randomWeights, where, ""},
-                  options.maxBatch);
+    fallback = loaderFor(
+        {fallbackModel, fallbackWeights, randomWeights, where, "", {}},
+        options.maxBatch);
   return serve::serve(options, loaderFor(main, options.maxBatch), fallback);
 }
 

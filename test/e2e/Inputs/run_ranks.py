@@ -2,12 +2,16 @@
 """run_ranks.py: start a split model's ranks as processes, as torchrun does.
 
     run_ranks.py --world-size W [--only-rank R] [--bundle-of R=PATH]
-                 [--kill-rank R --after SECONDS] -- COMMAND BUNDLE ARGS...
+                 [--kill-rank R --after SECONDS] [--launcher N]
+                 -- COMMAND BUNDLE ARGS...
 
 Runs `COMMAND BUNDLE ARGS... --rendezvous 127.0.0.1:PORT --rank R
 --world-size W` once per rank, all at once, on a free port (rank R runs
 PATH in place of BUNDLE with --bundle-of R=PATH). --kill-rank sends
-SIGKILL to rank R after SECONDS, as a rank that dies. Prints each rank's
+SIGKILL to rank R after SECONDS, as a rank that dies. With --launcher N,
+the first N words start rank 0's command (a client that starts the server
+it talks to: serve_client.py ... --) and the other ranks run the rest.
+Prints each rank's
 stdout and stderr lines as "rank R| LINE", then "rank R: exit CODE" for
 every rank in order, and exits 0 (the test checks the lines). A rank that
 is still running 120 s after the start is killed and reported as hanging.
@@ -33,6 +37,7 @@ def main():
     ap.add_argument("--bundle-of", action="append", default=[])
     ap.add_argument("--kill-rank", type=int)
     ap.add_argument("--after", type=float, default=1.0)
+    ap.add_argument("--launcher", type=int, default=0)
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -41,9 +46,9 @@ def main():
     ranks = [a.only_rank] if a.only_rank is not None else range(a.world_size)
     procs = {}
     for r in ranks:
-        cmd = list(command)
+        cmd = list(command) if r == 0 else list(command[a.launcher:])
         if str(r) in bundles:
-            cmd[1] = bundles[str(r)]
+            cmd[1 + (a.launcher if r == 0 else 0)] = bundles[str(r)]
         cmd += ["--rendezvous", "127.0.0.1:%d" % port, "--rank", str(r),
                 "--world-size", str(a.world_size)]
         procs[r] = subprocess.Popen(cmd, stdout=subprocess.PIPE,
