@@ -111,12 +111,28 @@ struct KilnShardTensorParallel
                       "module, before the fusions");
         return WalkResult::interrupt();
       }
-      if (auto w = dyn_cast<WeightOp>(op);
-          w && w.getType().getEncoding() && splitOf(w.getName())) {
+      // A row-parallel quantized weight's slice keeps whole groups of
+      // columns (a column-parallel one keeps whole rows: any format).
+      auto w = dyn_cast<WeightOp>(op);
+      auto quant = w ? dyn_cast_or_null<QuantAttr>(w.getType().getEncoding())
+                     : QuantAttr();
+      std::optional<Split> split = w ? splitOf(w.getName()) : std::nullopt;
+      if (!quant || !split || split->axis != 1)
+        return WalkResult::advance();
+      const QuantFormat &f = quant.getFormat();
+      const int64_t cols = w.getType().getDimSize(1) / split->parts;
+      if (f.actOrder) {
         op->emitError() << "--tp " << int64_t(ranks) << ": weight '"
                         << w.getName()
-                        << "' is quantized; tensor parallelism of quantized "
-                           "weights is not done yet";
+                        << "' is in act-order groups (GPTQ's desc_act), which "
+                           "span its column slices; quantize it without "
+                           "desc_act to split it";
+        return WalkResult::interrupt();
+      }
+      if (f.group && cols % f.group) {
+        op->emitError() << "--tp " << int64_t(ranks) << ": weight '"
+                        << w.getName() << "' splits into slices of " << cols
+                        << " columns, not whole groups of " << f.group;
         return WalkResult::interrupt();
       }
       return WalkResult::advance();

@@ -59,14 +59,13 @@ void appendRows(QuantizedMatrix &out, const QuantizedMatrix &m) {
 /// A quantized buffer from checkpoint sources, some (or all) stored
 /// pre-quantized (GPTQ, AWQ): each source read in canonical form (a float
 /// one quantized to nearest, as --quantize would), their rows stacked.
+/// Rank `rank` of `ranks` reads its slice of each split source: the whole
+/// tensor quantized (or read), then the rank's rows or whole groups of
+/// columns, so that the split model's weights are the whole model's.
 absl::StatusOr<QuantizedMatrix> stackQuantized(const WeightSet &weights,
-                                               const WeightBuffer &b) {
+                                               const WeightBuffer &b, int rank,
+                                               int ranks) {
   const QuantFormat &f = *b.quant;
-  for (const WeightSource &source : b.sources)
-    if (source.shardParts > 1)
-      return absl::UnimplementedError(absl::StrCat(
-          "buffer '", b.name, "': a rank's slice of a quantized weight ('",
-          source.name, "') is not done yet"));
   QuantFormat plain = f; // what a source is read as, columns in order
   plain.actOrder = false;
   QuantizedMatrix out;
@@ -78,11 +77,13 @@ absl::StatusOr<QuantizedMatrix> stackQuantized(const WeightSet &weights,
       return absl::InvalidArgumentError(absl::StrCat(
           weights.origin(), ": weight '", source.name, "' of shape ",
           shapeString(source.shape), " cannot be a quantized buffer's rows"));
-    const int64_t rows = source.shape[0];
+    // The checkpoint's tensor, whole; the rank's slice is cut below.
+    const std::vector<int64_t> whole = source.checkpointShape();
+    const int64_t rows = whole[0], cols = whole[1];
     QuantizedMatrix m;
     if (weights.prequantized(source.name)) {
       std::string module = WeightSet::moduleOf(source.name);
-      auto read = weights.readQuantized(source.name, rows, b.cols);
+      auto read = weights.readQuantized(source.name, rows, cols);
       if (!read.ok())
         return read.status();
       m = std::move(*read);
@@ -100,13 +101,27 @@ absl::StatusOr<QuantizedMatrix> stackQuantized(const WeightSet &weights,
             "compiled without act-order"));
     } else {
       const TensorView *t = weights.find(source.name);
-      if (!t || t->shape != source.shape)
+      if (!t || t->shape != whole)
         return absl::InvalidArgumentError(
             absl::StrCat(weights.origin(), ": no weight '", source.name,
-                         "' of shape ", shapeString(source.shape)));
+                         "' of shape ", shapeString(whole)));
       std::vector<float> w(t->numElements()); // [rows, cols]
       t->toFloat(w.data());
-      m = quantizeRoundToNearest(w.data(), rows, b.cols, plain);
+      m = quantizeRoundToNearest(w.data(), rows, cols, plain);
+    }
+    if (source.shardParts > 1) {
+      const int64_t part = int64_t(rank) * source.shardParts / ranks;
+      const int64_t n = source.shape[source.shardAxis];
+      const int64_t group = m.format.group;
+      if (source.shardAxis == 1 && (!m.gIdx.empty() || (group && n % group)))
+        return absl::InvalidArgumentError(absl::StrCat(
+            weights.origin(), ": weight '", source.name, "' split into ",
+            source.shardParts, " column slices of ", n, ": ",
+            m.gIdx.empty() ? absl::StrCat("not whole groups of ", group)
+                           : std::string("act-order's groups (g_idx) span "
+                                         "the slices")));
+      m = source.shardAxis == 0 ? m.rowSlice(part * n, n)
+                                : m.columnSlice(part * n, n);
     }
     // One buffer, one column order: every source's g_idx must agree (q, k
     // and v of a layer share their input, and GPTQ its order; gate and up
@@ -182,7 +197,7 @@ WeightProvider::pack(const WeightBuffer &w) const {
   if (w.quant) {
     // Each source quantized (or read pre-quantized), then stacked; the
     // norm stays apart: the kernels scale x by it (QuantLayout.h).
-    auto q = stackQuantized(weights, w);
+    auto q = stackQuantized(weights, w, rank_, ranks_);
     if (!q.ok())
       return q.status();
     std::vector<uint16_t> norm;

@@ -126,6 +126,49 @@ float toHalf(float x, uint16_t &bits) {
 }
 } // namespace
 
+QuantizedMatrix QuantizedMatrix::rowSlice(int64_t first, int64_t count) const {
+  QuantizedMatrix out;
+  out.format = format;
+  out.rows = count;
+  out.cols = cols;
+  out.gIdx = gIdx;
+  auto rowsOf = [&](const auto &v, auto &to, int64_t width) {
+    if (!v.empty())
+      to.assign(v.begin() + first * width, v.begin() + (first + count) * width);
+  };
+  rowsOf(codes, out.codes, cols);
+  rowsOf(scales, out.scales, groups());
+  rowsOf(zeros, out.zeros, groups());
+  rowsOf(wideScales, out.wideScales, groups());
+  rowsOf(mins, out.mins, groups());
+  return out;
+}
+
+QuantizedMatrix QuantizedMatrix::columnSlice(int64_t first,
+                                             int64_t count) const {
+  QuantizedMatrix out;
+  out.format = format;
+  out.rows = rows;
+  out.cols = count;
+  // With no group one scale covers the row: the slice keeps it.
+  const int64_t g = format.group, fromGroup = g ? first / g : 0;
+  const int64_t sliceGroups = out.groups(), allGroups = groups();
+  auto columnsOf = [&](const auto &v, auto &to, int64_t width, int64_t from,
+                       int64_t n) {
+    if (v.empty())
+      return;
+    for (int64_t r = 0; r < rows; ++r)
+      to.insert(to.end(), v.begin() + r * width + from,
+                v.begin() + r * width + from + n);
+  };
+  columnsOf(codes, out.codes, cols, first, count);
+  columnsOf(scales, out.scales, allGroups, fromGroup, sliceGroups);
+  columnsOf(zeros, out.zeros, allGroups, fromGroup, sliceGroups);
+  columnsOf(wideScales, out.wideScales, allGroups, fromGroup, sliceGroups);
+  columnsOf(mins, out.mins, allGroups, fromGroup, sliceGroups);
+  return out;
+}
+
 QuantizedMatrix quantizeRoundToNearest(const float *w, int64_t rows,
                                        int64_t cols, QuantFormat format) {
   QuantizedMatrix q;

@@ -90,6 +90,13 @@ struct QuantizedMatrix {
   float value(int64_t r, int64_t c) const;
   /// Every W[r, c] into out[rows * cols], row-major.
   void dequantize(float *out) const;
+  /// Rows [first, first + count): a tensor-parallel rank's slice of a
+  /// column-parallel weight (docs/tensor-parallel.md).
+  QuantizedMatrix rowSlice(int64_t first, int64_t count) const;
+  /// Columns [first, first + count) of every row, a row-parallel rank's:
+  /// whole groups only (first and count multiples of the group, no
+  /// act-order), so every value and scale is the whole matrix's.
+  QuantizedMatrix columnSlice(int64_t first, int64_t count) const;
 };
 
 /// e4m3 (fp8, no infinities, one NaN code pair) bits to float, exact.

@@ -216,10 +216,13 @@ listenForRanks(const RendezvousOptions &o, const std::string &host,
   return links;
 }
 
-/// Another rank: connects to rank 0 (retrying until it listens).
+/// Another rank: connects to rank 0 (retrying until it listens). Rank 0
+/// may have refused this rank on its `control` connection meanwhile (and
+/// stopped listening): then that is the answer.
 absl::StatusOr<std::unique_ptr<RankSocket>>
 connectToRankZero(const RendezvousOptions &o, const std::string &host,
-                  const std::string &port, Clock::time_point deadline) {
+                  const std::string &port, Clock::time_point deadline,
+                  RankSocket *control) {
   const std::string where = absl::StrCat("--rendezvous ", o.address);
   std::string why;
   for (;;) {
@@ -245,6 +248,14 @@ connectToRankZero(const RendezvousOptions &o, const std::string &host,
       }
       ::freeaddrinfo(found);
     }
+    if (control && control->readable()) {
+      auto answer = control->receive(deadline);
+      if (answer.ok() && answer->kind == FrameKind::Refused)
+        return absl::FailedPreconditionError(answer->bytes);
+      return absl::UnavailableError(absl::StrCat(
+          where, ": rank 0 closed the connection of rank ", o.rank,
+          answer.ok() ? "" : absl::StrCat(": ", answer.status().message())));
+    }
     if (Clock::now() >= deadline)
       return absl::UnavailableError(absl::StrCat(
           where, ": rank ", o.rank, " could not reach rank 0 within ",
@@ -256,6 +267,11 @@ connectToRankZero(const RendezvousOptions &o, const std::string &host,
 } // namespace
 
 RankSocket::~RankSocket() { ::close(fd_); }
+
+bool RankSocket::readable() const {
+  pollfd p = {fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
 
 absl::Status RankSocket::send(FrameKind kind, std::string_view bytes) {
   std::lock_guard<std::mutex> lock(sending_);
@@ -348,12 +364,15 @@ rendezvous(const RendezvousOptions &o, const std::string &payload) {
   links->rank = o.rank;
   links->worldSize = o.worldSize;
   for (int channel = 0; channel < 2; ++channel) {
-    auto socket = connectToRankZero(o, host, port, deadline);
+    auto socket = connectToRankZero(o, host, port, deadline,
+                                    channel == 1 ? links->control.front().get()
+                                                 : nullptr);
     if (!socket.ok())
       return socket.status();
-    if (absl::Status s = (*socket)->send(FrameKind::Hello, hello(o, channel));
-        !s.ok())
-      return s;
+    absl::Status sent = (*socket)->send(FrameKind::Hello, hello(o, channel));
+    // A data connection rank 0 dropped: its answer on control says why.
+    if (!sent.ok() && channel == 0)
+      return sent;
     (channel == 0 ? links->control : links->data).push_back(std::move(*socket));
   }
   for (int channel = 0; channel < 2; ++channel) {

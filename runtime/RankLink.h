@@ -58,6 +58,8 @@ public:
 
   int peer() const { return peer_; }
   void setPeer(int peer) { peer_ = peer; }
+  /// Whether a frame (or the end of the connection) waits to be read.
+  bool readable() const;
   /// Sends a frame whole (safe from several threads).
   absl::Status send(FrameKind kind, std::string_view bytes);
   /// The next frame. Fails when the peer closes the connection (naming

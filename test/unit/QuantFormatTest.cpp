@@ -333,3 +333,33 @@ TEST(QuantFormat, RoundToNearestMatchesPython) {
   for (const auto &[name, t] : cases().tensors())
     EXPECT_TRUE(known.count(name)) << "unchecked tensor " << name;
 }
+
+// A tensor-parallel rank's slice (docs/tensor-parallel.md): every value of
+// a row slice or of a slice of whole groups of columns is the whole
+// matrix's, for every format (scales, zero points, mins and all).
+TEST(QuantFormat, SlicesKeepTheWholeMatrixsValues) {
+  const int64_t rows = 6, cols = 128;
+  std::vector<float> w(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i)
+    w[i] = std::sin(0.37f * float(i)) * (1.0f + float(i % 7));
+  for (const char *name : {"int8", "int4-g32", "int4-g32-zp", "fp8",
+                           "int4-g32-min", "int8-g16-min", "int4"}) {
+    SCOPED_TRACE(name);
+    auto f = QuantFormat::parse(name);
+    ASSERT_TRUE(f);
+    QuantizedMatrix q = quantizeRoundToNearest(w.data(), rows, cols, *f);
+    QuantizedMatrix top = q.rowSlice(2, 3);
+    ASSERT_EQ(top.rows, 3);
+    ASSERT_EQ(top.cols, cols);
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(top.value(r, c), q.value(r + 2, c)) << r << ", " << c;
+    QuantizedMatrix right = q.columnSlice(64, 64);
+    ASSERT_EQ(right.rows, rows);
+    ASSERT_EQ(right.cols, 64);
+    ASSERT_EQ(right.codes.size(), size_t(rows * 64));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < 64; ++c)
+        ASSERT_EQ(right.value(r, c), q.value(r, c + 64)) << r << ", " << c;
+  }
+}
