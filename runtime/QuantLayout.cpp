@@ -75,8 +75,10 @@ std::vector<uint8_t> packForKernels(const QuantizedMatrix &q,
   if (f.actOrder) {
     perm.resize(q.cols);
     std::iota(perm.begin(), perm.end(), uint16_t(0));
-    std::stable_sort(perm.begin(), perm.end(), [&](uint16_t a, uint16_t b) {
-      return q.groupOf(a) < q.groupOf(b);
+    // By group, then column: a stable order (std::stable_sort's buffer
+    // is deprecated in this libstdc++).
+    std::sort(perm.begin(), perm.end(), [&](uint16_t a, uint16_t b) {
+      return std::make_pair(q.groupOf(a), a) < std::make_pair(q.groupOf(b), b);
     });
   }
   auto column = [&](int64_t j) -> int64_t {
