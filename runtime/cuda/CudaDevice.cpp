@@ -1,6 +1,7 @@
 //===- CudaDevice.cpp -----------------------------------------------------===//
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/Progress.h"
+#include "runtime/cuda/NcclCollectives.h"
 #include "runtime/cuda/Nvrtc.h"
 
 #include "absl/strings/numbers.h"
@@ -888,51 +889,12 @@ CudaDevice::enqueueCollective(const Launch &l,
   if (!comm_)
     return absl::AbortedError(absl::StrCat(
         "rank ", rank_, ": its NCCL communicator was aborted by a failure"));
-  auto *input = reinterpret_cast<void *>(args.front());
-  if (reduce) {
-    if (args.size() == 3 && rank_ == 0) {
-      // input += residual, in f32, rounded once: the residual counts once.
-      const float one = 1.0f;
-      constexpr int kF16 = 2, kF32 = 0; // cudaDataType
-      if (int r = blas_->axpyEx(blasHandle_, int(rows * cols), &one, kF32,
-                                reinterpret_cast<void *>(args[1]), kF16, 1,
-                                input, kF16, 1, kF32);
-          r != 0)
-        return absl::InternalError(
-            absl::StrCat("cuda device: cublasAxpyEx: status ", r,
-                         ", the residual of ", l.name));
-    }
-    return nccl_->check(nccl_->allReduce(input,
-                                         reinterpret_cast<void *>(args.back()),
-                                         size_t(rows * cols), ncclHalf, ncclSum,
-                                         comm_, stream_),
-                        "ncclAllReduce");
-  }
-  auto *out = reinterpret_cast<void *>(args[1]);
-  if (rows == 1)
-    return nccl_->check(
-        nccl_->allGather(input, out, size_t(cols), ncclFloat, comm_, stream_),
-        "ncclAllGather");
-  // NCCL gathers [ranks, rows, cols]; the plan reads [rows, ranks * cols].
-  if (absl::Status s = nccl_->check(
-          nccl_->allGather(input, reinterpret_cast<void *>(gathered_),
-                           size_t(rows * cols), ncclFloat, comm_, stream_),
-          "ncclAllGather");
-      !s.ok())
-    return s;
-  for (int64_t r = 0; r < ranks; ++r) {
-    CUDA_MEMCPY2D copy = {};
-    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    copy.srcDevice = gathered_ + r * rows * cols * 4;
-    copy.srcPitch = size_t(cols * 4);
-    copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    copy.dstDevice = args[1] + r * cols * 4;
-    copy.dstPitch = size_t(ranks * cols * 4);
-    copy.WidthInBytes = size_t(cols * 4);
-    copy.Height = size_t(rows);
-    KILN_CU(memcpy2DAsync(&copy, stream_));
-  }
-  return absl::OkStatus();
+  NcclRank r{nccl_, cu_,        blas_,   blasHandle_, comm_,
+             rank_, int(ranks), stream_, gathered_};
+  if (reduce)
+    return ncclAllReduceF16(r, args.front(), args.size() == 3 ? args[1] : 0,
+                            args.back(), rows * cols);
+  return ncclAllGatherF32(r, args[0], args[1], rows, cols);
 }
 
 absl::Status CudaDevice::waitForCollectives() {
