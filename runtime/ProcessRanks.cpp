@@ -77,8 +77,8 @@ absl::StatusOr<LocalRank> openLocalRank(Bundle &bundle,
   auto group = joinNcclRanks(out.links->payload, r.rank, r.worldSize);
   if (!group.ok())
     return group.status();
-  if (absl::Status s = (*dev)->joinNccl(*Nccl::get(), (*group)->comm(0), r.rank,
-                                        o.collectiveTimeout);
+  if (absl::Status s =
+          (*dev)->joinNccl(group->get(), 0, r.rank, o.collectiveTimeout);
       !s.ok())
     return s;
   out.device = std::move(*dev);

@@ -811,10 +811,10 @@ absl::Status CudaDevice::readSampled(int64_t rows) {
       "cuMemcpyDtoH");
 }
 
-absl::Status CudaDevice::joinNccl(const Nccl *nccl, ncclComm_t comm, int rank,
+absl::Status CudaDevice::joinNccl(NcclGroup *group, int index, int rank,
                                   std::chrono::milliseconds timeout) {
-  nccl_ = nccl;
-  comm_ = comm;
+  ncclGroup_ = group;
+  comm_ = group->comm(index);
   rank_ = rank;
   collectiveTimeout_ = timeout;
   // The all-gather of more than one row lands rank after rank first.
@@ -883,14 +883,14 @@ CudaDevice::enqueueCollective(const Launch &l,
     }
     return absl::OkStatus();
   }
-  if (!nccl_)
+  if (!ncclGroup_)
     return absl::FailedPreconditionError(
         "cuda device: a collective in the plan of a device that is no rank");
-  if (!comm_)
+  if (ncclGroup_->aborted())
     return absl::AbortedError(absl::StrCat(
         "rank ", rank_, ": its NCCL communicator was aborted by a failure"));
-  NcclRank r{nccl_, cu_,        blas_,   blasHandle_, comm_,
-             rank_, int(ranks), stream_, gathered_};
+  NcclRank r{&ncclGroup_->nccl(), cu_,     blas_,    blasHandle_, comm_, rank_,
+             int(ranks),          stream_, gathered_};
   if (reduce)
     return ncclAllReduceF16(r, args.front(), args.size() == 3 ? args[1] : 0,
                             args.back(), rows * cols);
@@ -898,34 +898,34 @@ CudaDevice::enqueueCollective(const Launch &l,
 }
 
 absl::Status CudaDevice::waitForCollectives() {
-  if (!nccl_)
+  if (!ncclGroup_)
     return absl::OkStatus();
-  if (!comm_)
-    return absl::AbortedError(absl::StrCat(
-        "rank ", rank_, ": its NCCL communicator was aborted by a failure"));
+  const Nccl &nccl = ncclGroup_->nccl();
   const auto deadline = std::chrono::steady_clock::now() + collectiveTimeout_;
   for (;;) {
+    if (ncclGroup_->aborted())
+      return absl::AbortedError(absl::StrCat(
+          "rank ", rank_, ": its NCCL communicator was aborted by a failure"));
     CUresult r = cu_->streamQuery(stream_);
     if (r == CUDA_SUCCESS)
       return absl::OkStatus();
     if (r != CUDA_ERROR_NOT_READY)
       return stepFinished(r, "cuStreamQuery");
     ncclResult_t async = ncclSuccess;
-    nccl_->commGetAsyncError(comm_, &async);
-    if (async != ncclSuccess && async != ncclInProgress) {
-      nccl_->commAbort(comm_);
-      comm_ = nullptr;
-      return absl::Status(nccl_->check(async, "NCCL").code(),
-                          absl::StrCat("rank ", rank_, ": ",
-                                       nccl_->check(async, "NCCL").message()));
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      nccl_->commAbort(comm_);
-      comm_ = nullptr;
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", rank_, ": the step's collectives did not finish within ",
-          collectiveTimeout_.count(),
-          " ms (a rank that died or hangs); its NCCL communicator is aborted"));
+    nccl.commGetAsyncError(comm_, &async);
+    absl::Status failed;
+    if (async != ncclSuccess && async != ncclInProgress)
+      failed = nccl.check(async, "NCCL");
+    else if (std::chrono::steady_clock::now() > deadline)
+      failed = absl::DeadlineExceededError(absl::StrCat(
+          "the step's collectives did not finish within ",
+          collectiveTimeout_.count(), " ms (a rank that died or hangs)"));
+    if (!failed.ok()) {
+      failed = absl::Status(
+          failed.code(), absl::StrCat("rank ", rank_, ": ", failed.message()));
+      // Every communicator of the process: no rank waits on.
+      ncclGroup_->abort(rank_, failed);
+      return failed;
     }
     std::this_thread::yield();
   }

@@ -5,7 +5,7 @@
 #include "runtime/HostCollective.h"
 #include "runtime/PlanDevice.h"
 #include "runtime/cuda/CudaApi.h"
-#include "runtime/cuda/NcclApi.h"
+#include "runtime/cuda/NcclCollectives.h"
 
 #include <array>
 #include <chrono>
@@ -96,8 +96,10 @@ public:
   /// to its input first, with cublasAxpyEx in f32), all-gather gathers f32
   /// and, for more than one row, puts the ranks' columns side by side with
   /// cuMemcpy2DAsync. A step that does not finish within `timeout` aborts
-  /// the communicator (NCCL's C API has no watchdog of its own).
-  absl::Status joinNccl(const Nccl *nccl, ncclComm_t comm, int rank,
+  /// all of `group`'s communicators (NCCL's C API has no watchdog of its
+  /// own). Its communicator is `group`'s `index`th; the group outlives the
+  /// device.
+  absl::Status joinNccl(NcclGroup *group, int index, int rank,
                         std::chrono::milliseconds timeout);
   /// Rank `rank` whose collectives go through host memory to `collective`
   /// (kernel by kernel, no graphs): ranks that share a GPU, which NCCL
@@ -200,8 +202,8 @@ private:
   CUdeviceptr flushBuffer_ = 0; // flushCaches': [2 * L2 bytes]
   int64_t flushBytes_ = 0;
   // A split model's rank: NCCL's communicator, or a host collective.
-  const Nccl *nccl_ = nullptr;
-  ncclComm_t comm_ = nullptr;
+  NcclGroup *ncclGroup_ = nullptr;
+  ncclComm_t comm_ = nullptr; // ncclGroup_'s
   HostCollective *hostCollective_ = nullptr;
   int rank_ = 0;
   std::chrono::milliseconds collectiveTimeout_{std::chrono::seconds(60)};

@@ -12,22 +12,6 @@
 
 namespace kiln {
 
-NcclGroup::~NcclGroup() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!aborted_)
-    for (ncclComm_t c : comms_)
-      nccl_->commDestroy(c);
-}
-
-void NcclGroup::abort(int, const absl::Status &) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (aborted_)
-    return;
-  aborted_ = true;
-  for (ncclComm_t c : comms_)
-    nccl_->commAbort(c);
-}
-
 absl::StatusOr<std::unique_ptr<TensorParallelDevice>>
 openCudaRanks(const Bundle &bundle, const WeightSet *weights,
               std::chrono::milliseconds timeout) {
@@ -89,8 +73,7 @@ openCudaRanks(const Bundle &bundle, const WeightSet *weights,
           absl::StrCat("rank ", r, ": ", dev.status().message()));
     if (host) {
       (*dev)->joinHostCollective(hostCollective, r);
-    } else if (absl::Status s =
-                   (*dev)->joinNccl(nccl, group->comm(r), r, timeout);
+    } else if (absl::Status s = (*dev)->joinNccl(group, r, r, timeout);
                !s.ok()) {
       return s;
     }

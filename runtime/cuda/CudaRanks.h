@@ -13,28 +13,9 @@
 #include "runtime/Bundle.h"
 #include "runtime/HostCollective.h"
 #include "runtime/TensorParallelDevice.h"
-#include "runtime/cuda/NcclApi.h"
-
-#include <mutex>
+#include "runtime/cuda/NcclCollectives.h"
 
 namespace kiln {
-
-/// This process's NCCL communicators: destroyed at the end, all aborted
-/// at once when a rank fails (so that no other waits in a collective).
-class NcclGroup : public RankAbort {
-public:
-  NcclGroup(const Nccl *nccl, std::vector<ncclComm_t> comms)
-      : nccl_(nccl), comms_(std::move(comms)) {}
-  ~NcclGroup() override;
-  void abort(int rank, const absl::Status &why) override;
-  ncclComm_t comm(int i) const { return comms_[i]; }
-
-private:
-  const Nccl *nccl_;
-  std::vector<ncclComm_t> comms_;
-  std::mutex mutex_;
-  bool aborted_ = false;
-};
 
 /// `bundle`'s ranks as threads of this process, rank r on GPU r (`weights`
 /// null: random). NCCL's by default; with KILN_TP_COLLECTIVE=host the

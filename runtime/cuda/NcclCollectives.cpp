@@ -5,6 +5,22 @@
 
 namespace kiln {
 
+NcclGroup::~NcclGroup() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!aborted_)
+    for (ncclComm_t c : comms_)
+      nccl_->commDestroy(c);
+}
+
+void NcclGroup::abort(int, const absl::Status &) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aborted_)
+    return;
+  aborted_.store(true);
+  for (ncclComm_t c : comms_)
+    nccl_->commAbort(c);
+}
+
 absl::Status ncclAllReduceF16(const NcclRank &r, CUdeviceptr input,
                               CUdeviceptr residual, CUdeviceptr out,
                               int64_t count) {

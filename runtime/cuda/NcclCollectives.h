@@ -7,15 +7,42 @@
 // NCCL's gather and, for more than one row, cuMemcpy2DAsync putting each
 // rank's columns in place. Through the three libraries' tables only, so a
 // test drives it with tables of its own (test/unit/NcclCollectivesTest).
+// NcclGroup owns a process's communicators: a failure anywhere aborts them
+// all once, and an aborted one is never destroyed again.
 //
 //===----------------------------------------------------------------------===//
 #ifndef KILN_RUNTIME_CUDA_NCCLCOLLECTIVES_H
 #define KILN_RUNTIME_CUDA_NCCLCOLLECTIVES_H
 
+#include "runtime/HostCollective.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/NcclApi.h"
 
+#include <atomic>
+#include <mutex>
+#include <vector>
+
 namespace kiln {
+
+/// This process's NCCL communicators: destroyed at the end, all aborted
+/// at once when a rank fails (so that no other waits in a collective).
+class NcclGroup : public RankAbort {
+public:
+  NcclGroup(const Nccl *nccl, std::vector<ncclComm_t> comms)
+      : nccl_(nccl), comms_(std::move(comms)) {}
+  ~NcclGroup() override;
+  void abort(int rank, const absl::Status &why) override;
+  const Nccl &nccl() const { return *nccl_; }
+  ncclComm_t comm(int i) const { return comms_[i]; }
+  /// Whether abort() ran: the communicators are gone.
+  bool aborted() const { return aborted_.load(); }
+
+private:
+  const Nccl *nccl_;
+  std::vector<ncclComm_t> comms_;
+  std::mutex mutex_;
+  std::atomic<bool> aborted_{false};
+};
 
 /// One rank's libraries, communicator and stream.
 struct NcclRank {

@@ -134,3 +134,30 @@ TEST(NcclCollectives, NcclsErrorsNameTheCall) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("ncclAllReduce: fake"), std::string::npos) << s;
 }
+
+TEST(NcclCollectives, AGroupAbortsEveryCommunicatorOnceAndDestroysNoneAfter) {
+  FakeLibraries libs;
+  libs.nccl.commAbort = [](ncclComm_t c) {
+    calls.push_back("ncclCommAbort " + hex(c));
+    return ncclSuccess;
+  };
+  libs.nccl.commDestroy = [](ncclComm_t c) {
+    calls.push_back("ncclCommDestroy " + hex(c));
+    return ncclSuccess;
+  };
+  auto a = reinterpret_cast<ncclComm_t>(0xa),
+       b = reinterpret_cast<ncclComm_t>(0xb);
+  { NcclGroup group(&libs.nccl, {a, b}); }
+  EXPECT_EQ(calls, (std::vector<std::string>{"ncclCommDestroy 0xa",
+                                             "ncclCommDestroy 0xb"}));
+  calls.clear();
+  {
+    NcclGroup group(&libs.nccl, {a, b});
+    EXPECT_FALSE(group.aborted());
+    group.abort(1, absl::DeadlineExceededError("rank 1: too long"));
+    group.abort(0, absl::AbortedError("rank 0: too"));
+    EXPECT_TRUE(group.aborted());
+  }
+  EXPECT_EQ(calls, (std::vector<std::string>{"ncclCommAbort 0xa",
+                                             "ncclCommAbort 0xb"}));
+}
