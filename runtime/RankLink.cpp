@@ -129,7 +129,8 @@ listenForRanks(const RendezvousOptions &o, const std::string &host,
       continue;
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 64) == 0) {
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::listen(fd, SOMAXCONN) == 0) {
       listener = fd;
       break;
     }
@@ -174,7 +175,10 @@ listenForRanks(const RendezvousOptions &o, const std::string &host,
       continue;
     tune(fd);
     auto socket = std::make_unique<RankSocket>(fd, -1);
-    auto frame = socket->receive(deadline);
+    // A rank says hello at once; a stray client that says nothing is
+    // dropped after a few seconds, not held until the deadline.
+    auto frame = socket->receive(
+        std::min(deadline, Clock::now() + std::chrono::seconds(5)));
     std::optional<Hello> h;
     if (frame.ok() && frame->kind == FrameKind::Hello)
       h = parseHello(frame->bytes);
