@@ -34,6 +34,10 @@ absl::StatusOr<LocalRank> openLocalRank(Bundle &bundle,
     return absl::InvalidArgumentError(
         absl::StrCat("--device: '", o.device, "' is not cuda or emu"));
   const bool cuda = o.device == "cuda";
+  // Every rank runs the bundle on one kind of device: emu's collectives
+  // and NCCL's do not meet.
+  RendezvousOptions meet = r;
+  meet.digest = absl::StrCat(r.digest, "/", o.device);
   // Rank 0 hands out NCCL's unique id as the ranks meet.
   std::string payload;
   if (cuda && r.rank == 0) {
@@ -43,7 +47,7 @@ absl::StatusOr<LocalRank> openLocalRank(Bundle &bundle,
     payload = *id;
   }
   LocalRank out;
-  auto links = rendezvous(r, payload);
+  auto links = rendezvous(meet, payload);
   if (!links.ok())
     return links.status();
   out.links = std::move(*links);

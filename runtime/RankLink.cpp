@@ -199,8 +199,9 @@ listenForRanks(const RendezvousOptions &o, const std::string &host,
       fault = absl::StrCat("two processes say they are rank ", h->rank);
     else if (h->digest != o.digest)
       fault = absl::StrCat("rank ", h->rank, "'s bundle differs from rank 0's",
-                           " (digest ", h->digest, ", rank 0's ", o.digest,
-                           "): every rank runs the same bundle");
+                           " (", h->digest, ", rank 0's ", o.digest,
+                           "): every rank runs the same bundle on the same "
+                           "kind of device");
     if (!fault.empty()) {
       std::string message = absl::StrCat(where, ": ", fault);
       (void)socket->send(FrameKind::Refused, message);

@@ -80,7 +80,9 @@ struct RendezvousOptions {
   std::string address; // "host:port": where rank 0 listens
   int rank = 0, worldSize = 1;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  std::string digest; // the bundle's: every rank's must be rank 0's
+  /// What every rank must run alike: the bundle's digest and the device
+  /// ("1f2e.../cuda"); a rank whose differs is refused.
+  std::string digest;
 };
 
 /// This process's connections to the other ranks.

@@ -187,7 +187,7 @@ TEST(RankLink, TheRendezvousRefusesWhatDoesNotFit) {
   for (auto &l : differs) {
     ASSERT_FALSE(l.ok());
     EXPECT_NE(l.status().message().find(
-                  "rank 1's bundle differs from rank 0's (digest other, "
+                  "rank 1's bundle differs from rank 0's (other, "
                   "rank 0's digest)"),
               std::string::npos)
         << l.status();

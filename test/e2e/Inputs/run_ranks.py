@@ -2,12 +2,14 @@
 """run_ranks.py: start a split model's ranks as processes, as torchrun does.
 
     run_ranks.py --world-size W [--only-rank R] [--bundle-of R=PATH]
+                 [--args-of R=ARGS]
                  [--kill-rank R --after SECONDS] [--launcher N]
                  -- COMMAND BUNDLE ARGS...
 
 Runs `COMMAND BUNDLE ARGS... --rendezvous 127.0.0.1:PORT --rank R
 --world-size W` once per rank, all at once, on a free port (rank R runs
-PATH in place of BUNDLE with --bundle-of R=PATH). --kill-rank sends
+PATH in place of BUNDLE with --bundle-of R=PATH, and ARGS, split at
+spaces, after the others with --args-of R=ARGS). --kill-rank sends
 SIGKILL to rank R after SECONDS, as a rank that dies. With --launcher N,
 the first N words start rank 0's command (a client that starts the server
 it talks to: serve_client.py ... --) and the other ranks run the rest.
@@ -35,6 +37,7 @@ def main():
     ap.add_argument("--world-size", type=int, required=True)
     ap.add_argument("--only-rank", type=int)
     ap.add_argument("--bundle-of", action="append", default=[])
+    ap.add_argument("--args-of", action="append", default=[])
     ap.add_argument("--kill-rank", type=int)
     ap.add_argument("--after", type=float, default=1.0)
     ap.add_argument("--launcher", type=int, default=0)
@@ -42,6 +45,7 @@ def main():
     a = ap.parse_args()
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
     bundles = dict(b.split("=", 1) for b in a.bundle_of)
+    extra = dict(b.split("=", 1) for b in a.args_of)
     port = free_port()
     ranks = [a.only_rank] if a.only_rank is not None else range(a.world_size)
     procs = {}
@@ -49,6 +53,7 @@ def main():
         cmd = list(command) if r == 0 else list(command[a.launcher:])
         if str(r) in bundles:
             cmd[1 + (a.launcher if r == 0 else 0)] = bundles[str(r)]
+        cmd += extra.get(str(r), "").split()
         cmd += ["--rendezvous", "127.0.0.1:%d" % port, "--rank", str(r),
                 "--world-size", str(a.world_size)]
         procs[r] = subprocess.Popen(cmd, stdout=subprocess.PIPE,
