@@ -122,12 +122,16 @@ openRankZero(Bundle &bundle, const WeightSet *weights,
 
 absl::Status followAsRank(Bundle &bundle, const WeightSet *weights,
                           const ProcessRankOptions &options) {
+  const int rank = options.rendezvous.rank;
   auto local = openLocalRank(bundle, weights, options);
-  if (!local.ok())
-    return local.status();
-  return RemoteRank::followRankZero(*local->device, options.rendezvous.rank,
-                                    *local->links->control[0],
-                                    *local->collective);
+  absl::Status s = local.ok()
+                       ? RemoteRank::followRankZero(*local->device, rank,
+                                                    *local->links->control[0],
+                                                    *local->collective)
+                       : local.status();
+  if (s.ok())
+    return s;
+  return absl::Status(s.code(), absl::StrCat("rank ", rank, ": ", s.message()));
 }
 
 } // namespace kiln

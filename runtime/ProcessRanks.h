@@ -33,7 +33,7 @@ openRankZero(Bundle &bundle, const WeightSet *weights,
              const ProcessRankOptions &options);
 
 /// Rank R > 0: opens its rank and follows rank 0 until the run ends. OK
-/// when it ended well.
+/// when it ended well; an error begins "rank R: ".
 absl::Status followAsRank(Bundle &bundle, const WeightSet *weights,
                           const ProcessRankOptions &options);
 

@@ -31,6 +31,15 @@ openServeTokenizer(const std::string &flag, const std::string &folder) {
   return std::unique_ptr<TextTokenizer>(std::move(*opened));
 }
 
+/// The bundle's checkpoint (null with --random-weights).
+static absl::StatusOr<std::unique_ptr<WeightSet>>
+openBundleWeights(const ModelSourceFlags &source, const Bundle &bundle) {
+  if (source.random)
+    return std::unique_ptr<WeightSet>();
+  return openCheckpoint(source.weights, manifestSpecs(bundle.program.weights),
+                        bundle.lora, bundle.config.headDim());
+}
+
 absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
                                        int64_t maxBatch) {
   auto bundle = readBundle(source.path);
@@ -44,30 +53,24 @@ absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
   if (!tokenizer.ok())
     return tokenizer.status();
   out.tokenizer = std::move(*tokenizer);
-  std::unique_ptr<WeightSet> weights;
-  if (!source.random) {
-    auto opened =
-        openCheckpoint(source.weights, manifestSpecs(bundle->program.weights),
-                       bundle->lora, bundle->config.headDim());
-    if (!opened.ok())
-      return opened.status();
-    weights = std::move(*opened);
-  }
+  auto weights = openBundleWeights(source, *bundle);
+  if (!weights.ok())
+    return weights.status();
   // The device packs the weights as it opens: the checkpoint closes after.
   WeightProvider provider = source.random
                                 ? WeightProvider::random(1)
-                                : WeightProvider::checkpoint(*weights);
+                                : WeightProvider::checkpoint(**weights);
   if (!source.ranks.rendezvous.address.empty()) {
     ProcessRankOptions ranks = source.ranks;
     ranks.device = source.device;
-    auto dev = openRankZero(*bundle, weights.get(), ranks);
+    auto dev = openRankZero(*bundle, weights->get(), ranks);
     if (!dev.ok())
       return dev.status();
     out.device = std::move(*dev);
   } else if (bundle->program.ranks > 1) {
     absl::StatusOr<std::unique_ptr<TensorParallelDevice>> ranks =
-        source.device == "emu" ? openEmuRanks(bundle->program, weights.get())
-                               : openCudaRanks(*bundle, weights.get());
+        source.device == "emu" ? openEmuRanks(bundle->program, weights->get())
+                               : openCudaRanks(*bundle, weights->get());
     if (!ranks.ok())
       return ranks.status();
     out.device = std::move(*ranks);
@@ -90,18 +93,12 @@ absl::Status followServedBundle(const ModelSourceFlags &source) {
   auto bundle = readBundle(source.path);
   if (!bundle.ok())
     return bundle.status();
-  std::unique_ptr<WeightSet> weights;
-  if (!source.random) {
-    auto opened =
-        openCheckpoint(source.weights, manifestSpecs(bundle->program.weights),
-                       bundle->lora, bundle->config.headDim());
-    if (!opened.ok())
-      return opened.status();
-    weights = std::move(*opened);
-  }
+  auto weights = openBundleWeights(source, *bundle);
+  if (!weights.ok())
+    return weights.status();
   ProcessRankOptions ranks = source.ranks;
   ranks.device = source.device;
-  return followAsRank(*bundle, weights.get(), ranks);
+  return followAsRank(*bundle, weights->get(), ranks);
 }
 
 } // namespace kiln::serve

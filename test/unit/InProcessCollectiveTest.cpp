@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "RankThreads.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,20 +14,6 @@
 
 using namespace kiln;
 using namespace std::chrono_literals;
-
-namespace {
-/// Runs `body(rank)` on `ranks` threads; their statuses.
-std::vector<absl::Status>
-onRanks(int ranks, const std::function<absl::Status(int)> &body) {
-  std::vector<absl::Status> out(ranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] { out[r] = body(r); });
-  for (std::thread &t : threads)
-    t.join();
-  return out;
-}
-} // namespace
 
 TEST(InProcessCollective, AllReduceSumsInFloatAndAddsTheResidualOnce) {
   const int ranks = 4;
@@ -40,7 +28,7 @@ TEST(InProcessCollective, AllReduceSumsInFloatAndAddsTheResidualOnce) {
   }
   auto inputs = data;
   // In place, as the plans do: each rank's output over its input.
-  auto statuses = onRanks(ranks, [&](int r) {
+  auto statuses = onRankThreads(ranks, [&](int r) {
     return c.allReduce(r, data[r].data(), residual.data(), data[r].data(), n);
   });
   for (const absl::Status &s : statuses)
@@ -62,7 +50,7 @@ TEST(InProcessCollective, AllGatherPutsTheRanksSideBySide) {
   for (int r = 0; r < ranks; ++r)
     for (int i = 0; i < rows * cols; ++i)
       parts[r].push_back(float(100 * r + i));
-  auto statuses = onRanks(ranks, [&](int r) {
+  auto statuses = onRankThreads(ranks, [&](int r) {
     out[r].resize(rows * ranks * cols);
     return c.allGather(r, parts[r].data(), out[r].data(), rows, cols);
   });
@@ -80,7 +68,7 @@ TEST(InProcessCollective, ManyInARowStayInStep) {
   const int ranks = 4, rounds = 2000;
   InProcessCollective c(ranks, 10s);
   std::vector<std::vector<uint16_t>> v(ranks, std::vector<uint16_t>(8));
-  auto statuses = onRanks(ranks, [&](int r) {
+  auto statuses = onRankThreads(ranks, [&](int r) {
     for (int k = 0; k < rounds; ++k) {
       std::fill(v[r].begin(), v[r].end(), floatToHalf(float(k % 7 + r)));
       if (absl::Status s = c.allReduce(r, v[r].data(), nullptr, v[r].data(), 8);
@@ -100,7 +88,7 @@ TEST(InProcessCollective, ARankThatNeverComesTimesOutOnTheOthers) {
   InProcessCollective c(3, 100ms);
   std::vector<uint16_t> x(4);
   auto start = std::chrono::steady_clock::now();
-  auto statuses = onRanks(3, [&](int r) {
+  auto statuses = onRankThreads(3, [&](int r) {
     if (r == 2) // dead
       return absl::OkStatus();
     return c.allReduce(r, x.data(), nullptr, x.data(), 4);
@@ -119,7 +107,7 @@ TEST(InProcessCollective, ARankThatFailsStopsTheOthersAtOnce) {
   InProcessCollective c(2, 60s);
   std::vector<uint16_t> x(4);
   auto start = std::chrono::steady_clock::now();
-  auto statuses = onRanks(2, [&](int r) {
+  auto statuses = onRankThreads(2, [&](int r) {
     if (r == 1) {
       std::this_thread::sleep_for(50ms);
       c.abort(1, absl::InternalError("an illegal address"));

@@ -13,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "RankThreads.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -60,16 +62,6 @@ meet(int ranks, const std::function<void(RendezvousOptions &)> &adjust = {},
   return out;
 }
 
-std::vector<absl::Status>
-onRanks(int ranks, const std::function<absl::Status(int)> &body) {
-  std::vector<absl::Status> out(ranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] { out[r] = body(r); });
-  for (std::thread &t : threads)
-    t.join();
-  return out;
-}
 } // namespace
 
 TEST(SocketCollective, TheSameBitsAsTheRanksAsThreads) {
@@ -94,7 +86,7 @@ TEST(SocketCollective, TheSameBitsAsTheRanksAsThreads) {
   auto viaSocket = data, viaThreads = data;
   for (int repeat = 0; repeat < 3; ++repeat) { // several in a row stay in step
     for (auto *run : {&viaSocket, &viaThreads}) {
-      auto statuses = onRanks(ranks, [&](int r) {
+      auto statuses = onRankThreads(ranks, [&](int r) {
         uint16_t *d = (*run)[r].data();
         return run == &viaSocket
                    ? socket[r]->allReduce(r, d, residual.data(), d, n)
@@ -114,7 +106,7 @@ TEST(SocketCollective, TheSameBitsAsTheRanksAsThreads) {
       in[r][i] = float(100 * r + i);
   std::vector<std::vector<float>> out(ranks,
                                       std::vector<float>(rows * ranks * cols));
-  auto statuses = onRanks(ranks, [&](int r) {
+  auto statuses = onRankThreads(ranks, [&](int r) {
     return socket[r]->allGather(r, in[r].data(), out[r].data(), rows, cols);
   });
   for (const absl::Status &s : statuses)
@@ -135,7 +127,7 @@ TEST(SocketCollective, ARankThatFailsStopsTheOthersAtOnce) {
   for (auto &l : links)
     c.push_back(std::make_unique<SocketCollective>(**l, 60s));
   auto began = std::chrono::steady_clock::now();
-  auto statuses = onRanks(ranks, [&](int r) {
+  auto statuses = onRankThreads(ranks, [&](int r) {
     uint16_t x = 0;
     if (r == 2) { // fails before its collective
       c[r]->abort(r, absl::InternalError("emu device: a fault"));

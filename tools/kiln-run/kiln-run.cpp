@@ -280,9 +280,7 @@ int serveMain(const std::string &bundlePath,
   if (ranks->rendezvous.rank > 0) {
     // Rank 0 serves; this rank follows its steps until it stops.
     if (absl::Status s = serve::followServedBundle(main); !s.ok())
-      return fail(
-          absl::Status(s.code(), absl::StrCat("rank ", ranks->rendezvous.rank,
-                                              ": ", s.message())));
+      return fail(s);
     return 0;
   }
   if (!fallback.path.empty() && fallback.weights.empty() == !random)
@@ -560,9 +558,7 @@ int main(int argc, char **argv) {
       // Every rank but 0 follows rank 0's steps until it ends the run.
       if (absl::Status s = followAsRank(*bundle, weights.get(), *ranks);
           !s.ok())
-        return fail(
-            absl::Status(s.code(), absl::StrCat("rank ", ranks->rendezvous.rank,
-                                                ": ", s.message())));
+        return fail(s);
       return 0;
     }
     dev = openRankZero(*bundle, weights.get(), *ranks);
