@@ -2,12 +2,9 @@
 #include "serve/ModelLoad.h"
 
 #include "runtime/Bundle.h"
-#include "runtime/EmuDevice.h"
+#include "runtime/BundleDevice.h"
 #include "runtime/RunOptions.h"
 #include "runtime/SentencePieceBpe.h"
-#include "runtime/TensorParallelDevice.h"
-#include "runtime/cuda/CudaDevice.h"
-#include "runtime/cuda/CudaRanks.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -67,21 +64,8 @@ absl::StatusOr<LoadedModel> loadBundle(const ModelSourceFlags &source,
     if (!dev.ok())
       return dev.status();
     out.device = std::move(*dev);
-  } else if (bundle->program.ranks > 1) {
-    absl::StatusOr<std::unique_ptr<TensorParallelDevice>> ranks =
-        source.device == "emu" ? openEmuRanks(bundle->program, weights->get())
-                               : openCudaRanks(*bundle, weights->get());
-    if (!ranks.ok())
-      return ranks.status();
-    out.device = std::move(*ranks);
-  } else if (source.device == "cuda") {
-    auto dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
-                                  bundle->ptx, bundle->nvrtc, provider);
-    if (!dev.ok())
-      return dev.status();
-    out.device = std::move(*dev);
   } else {
-    auto dev = EmuDevice::create(std::move(bundle->program), provider);
+    auto dev = openBundleDevice(*bundle, source.device, provider);
     if (!dev.ok())
       return dev.status();
     out.device = std::move(*dev);

@@ -44,19 +44,17 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Bundle.h"
+#include "runtime/BundleDevice.h"
 #include "runtime/Chat.h"
 #include "runtime/ChatTemplate.h"
-#include "runtime/EmuDevice.h"
 #include "runtime/Isolated.h"
 #include "runtime/ProcessRanks.h"
 #include "runtime/Progress.h"
 #include "runtime/RunOptions.h"
 #include "runtime/SentencePieceBpe.h"
-#include "runtime/TensorParallelDevice.h"
 #include "runtime/TextStream.h"
 #include "runtime/TimeCandidates.h"
 #include "runtime/cuda/CudaDevice.h"
-#include "runtime/cuda/CudaRanks.h"
 #include "serve/ModelLoad.h"
 
 #include "absl/strings/numbers.h"
@@ -99,27 +97,6 @@ const char *kUsage =
     "--rate-limit, --max-queue, --max-tokens-cap, --drain-seconds, ...]; or "
     "kiln-run --time-candidates DIR [--device cuda|emu] [--repeats N] "
     "[--measurements FILE]";
-
-/// The cuda or emu device for `b`'s Program (moved out of it).
-absl::StatusOr<std::unique_ptr<PlanDevice>>
-openDevice(const std::string &device, Bundle &b,
-           const WeightProvider &weights) {
-  if (b.program.ranks > 1 && device == "emu") // a split model's ranks
-    return openEmuRanks(b.program, weights.checkpointSet());
-  if (b.program.ranks > 1 && device == "cuda")
-    return openCudaRanks(b, weights.checkpointSet());
-  if (device == "cuda") {
-    auto dev = CudaDevice::create(std::move(b.program), b.cubin, b.ptx, b.nvrtc,
-                                  weights);
-    if (!dev.ok())
-      return dev.status();
-    return std::unique_ptr<PlanDevice>(std::move(*dev));
-  }
-  auto dev = EmuDevice::create(std::move(b.program), weights);
-  if (!dev.ok())
-    return dev.status();
-  return std::unique_ptr<PlanDevice>(std::move(*dev));
-}
 
 /// --rendezvous, --rank, --world-size and --rendezvous-timeout checked;
 /// no address when not given. The digest is the bundle's.
@@ -205,7 +182,7 @@ int timeCandidatesMain(const std::string &dir, const std::string &device,
     progress->update(done);
   };
   DeviceFactory open = [&](Bundle &b) {
-    return openDevice(device, b, WeightProvider::random(1));
+    return openBundleDevice(b, device, WeightProvider::random(1));
   };
   // What is measured so far, in case a time box stops the run: removed
   // when the run ends (the whole file replaces it, or an error does).
@@ -563,7 +540,7 @@ int main(int argc, char **argv) {
     }
     dev = openRankZero(*bundle, weights.get(), *ranks);
   } else {
-    dev = openDevice(device, *bundle, provider);
+    dev = openBundleDevice(*bundle, device, provider);
   }
   if (!dev.ok())
     return fail(dev.status());

@@ -4,6 +4,7 @@
 #include "codegen/Nvrtc.h"
 #include "reference/RefDevice.h"
 #include "runtime/Bundle.h"
+#include "runtime/BundleDevice.h"
 #include "runtime/Chat.h"
 #include "runtime/ChatTemplate.h"
 #include "runtime/EmuDevice.h"
@@ -497,16 +498,11 @@ int runRun() {
         !s.ok())
       return fail(s);
     pick();
-    if (bundle->program.ranks > 1 && where == "emu")
-      dev = openEmuRanks(bundle->program,
-                         randomWeights ? nullptr : weights.get());
-    else if (bundle->program.ranks > 1 && where == "cuda")
-      dev = openCudaRanks(*bundle, randomWeights ? nullptr : weights.get());
-    else if (where == "cuda")
-      dev = CudaDevice::create(std::move(bundle->program), bundle->cubin,
-                               bundle->ptx, bundle->nvrtc, provider());
+    auto opened = openBundleDevice(*bundle, where, provider());
+    if (opened.ok())
+      dev = std::unique_ptr<Device>(std::move(*opened));
     else
-      dev = EmuDevice::create(std::move(bundle->program), provider());
+      dev = opened.status();
   } else {
     auto opts = frontendOptions();
     if (!opts.ok())
