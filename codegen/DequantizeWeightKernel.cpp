@@ -157,12 +157,12 @@ CudaKernel emitDequantizeWeight(const QuantFormat &format, int64_t n,
 #pragma unroll
         for (int s = 0; s < STEPS; ++s) {
           const int k0 = (l * STEPS + s) * 16, group = k0 / GROUP;
-          const kiln_quant_zero z =
-              kiln_quant_zeros<ZP, MIDDLE>(w, ZEROS, tile, GROUPS, group, g);
-          const float2 scale =
-              kiln_quant_scales<KIND, MINS>(w, SCALES, tile, GROUPS, group, g);
-          const float2 mn =
-              kiln_quant_mins<MINS>(w, MINS_AT, tile, GROUPS, group, g);
+          const kiln_quant_group<MINS, ZP> grp =
+              kiln_quant_group_load<MINS, ZP>(w, SCALES, MINS_AT, ZEROS, tile,
+                                              GROUPS, group, g);
+          const kiln_quant_zero z = kiln_quant_zeros_of<ZP, MIDDLE>(grp);
+          const float2 scale = kiln_quant_scales_of<KIND>(grp);
+          const float2 mn = kiln_quant_mins_of(grp);
           unsigned a[4];
           kiln_dequant<KIND>(q + s * (4 / STEPS), a, z);
           // a[i]: row g + 8 (i % 2), columns 2t, 2t + 1 (+ 8 for i >= 2).

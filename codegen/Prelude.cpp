@@ -178,6 +178,21 @@ __device__ __forceinline__ void kiln_launch_dependents() {
 #endif
 }
 
+// A pointer to what the previous grid wrote, as of the wait: loads through
+// the result cannot move above kiln_wait_previous_grid. The wait's memory
+// clobber does not hold them: a __restrict__ const parameter's memory is
+// one no asm may write, so the compiler may hoist its loads (ld.global.nc)
+// above it, as it did with a decode GEMV's unrolled staging of x. Call it
+// after the wait, for every such pointer a kernel reads early in straight
+// code.
+template <class T>
+__device__ __forceinline__ const T *kiln_waited(const T *p) {
+#if !defined(KILN_CUDA_EMU_H)
+  asm volatile("" : "+l"(p));
+#endif
+  return p;
+}
+
 // An int of the host's step inputs (a row's sequence, a position, the
 // block table), read ahead of the wait for the previous kernel so that
 // what depends on it (sequence -> table entry -> key) runs under that

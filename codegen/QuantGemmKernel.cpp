@@ -26,10 +26,14 @@
 // start one is known once the loop is unrolled and the others carry no
 // group bookkeeping. Decode's one token is staged in shared memory first
 // (times g, in the B fragments' order: one 8-byte load a lane a k-step,
-// by a .shared address taken once), and the registers are capped for 32
-// warps an SM (16 with SwiGLU). Rows at and past the step's count are not
-// loaded (zero fragments). It waits for the previous kernel (PDL) after
-// issuing its first loads of W, before it reads x.
+// by a .shared address taken once), all its loads at once, a fused
+// RMSNorm's sum of squares taken from them; the block's groups (scales,
+// mins, zero points) are staged beside it, loaded with the first loads of
+// W, so that no group's flush waits for memory; a fused residual is
+// loaded with x. The registers are capped for 32 warps an SM (16 with
+// SwiGLU). Rows at and past the step's count are not loaded (zero
+// fragments). It waits for the previous kernel (PDL) after issuing its
+// first loads of W (and decode's groups), before it reads x.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -190,40 +194,152 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
       if (begin + u < end)
         buf[p][u] = kiln_stream_load(wp[p] + (long long)(begin + u) * 32);
   }
+  // Decode: the groups of the block's tiles (scales, mins, zero points)
+  // go to shared memory beside x, loaded here with the first loads of W:
+  // no k-step and no group's flush waits for memory then (they did, twice
+  // a warp's span of int4-g128, and a decode GEMV is a span or two a
+  // warp). Groups that would take more than 16 KB (a long row in small
+  // groups with mins) are loaded from global memory as each starts (its
+  // zero points) and ends (its scales, mins), as prompts' GEMMs do.
+  using Group = kiln_quant_group<MINS, ZP>;
+  constexpr int SG = PARTS * TPB * GROUPS * 8; // [PARTS][TPB][GROUPS][8]
+  constexpr bool STAGE_GROUPS =
+      STAGE_X && SG * ((MINS ? 16 : 4) + (ZP ? 2 : 0)) <= 16384;
+  constexpr int GPT = STAGE_GROUPS ? (SG + THREADS - 1) / THREADS : 1;
+  Group staging[GPT]; // a thread's entries e = threadIdx.x + i THREADS
+  if constexpr (STAGE_GROUPS) {
+    // Every thread loads (entries past the end and tiles past the last
+    // clamped to ones that exist, their stores skipped): a predicated load
+    // would keep an old value beside it, which spilled at the register cap.
+#pragma unroll
+    for (int i = 0; i < GPT; ++i) {
+      const int e = min((int)threadIdx.x + i * THREADS, SG - 1);
+      const int tile = min((int)blockIdx.x * TPB + e / (GROUPS * 8) % TPB,
+                           WARP_TILES - 1);
+      staging[i] = kiln_quant_group_load<MINS, ZP>(
+          w, SCALES, MINS_AT, ZEROS,
+          tile + e / (TPB * GROUPS * 8) * WARP_TILES, GROUPS, e / 8 % GROUPS,
+          e % 8);
+    }
+  }
   kiln_wait_previous_grid(); // x is the previous kernel's; W was not
+  if constexpr (STAGE_X) // its staging is straight code
+    x = kiln_waited(x);
+  const __half *gs = reinterpret_cast<const __half *>(w + NORM_AT);
+  // Decode stages x: XPT pairs of columns a thread, 2 (threadIdx.x + i
+  // THREADS), and g's with them.
+  constexpr int XPT = STAGE_X ? (K / 2 + THREADS - 1) / THREADS : 1;
+  __half2 g_pairs[STAGE_X && NORM ? XPT : 1];
+  if constexpr (STAGE_X && NORM) {
+#pragma unroll
+    for (int i = 0; i < XPT; ++i) {
+      const int j = 2 * (threadIdx.x + i * THREADS);
+      if (j < K)
+        g_pairs[i] = *reinterpret_cast<const __half2 *>(gs + j);
+    }
+  }
 )cuda";
-  if (fused)
-    os << R"cuda(  constexpr long long row0 = 0;
-  constexpr int rows = 1;
-  // 1 / rms(x), block-wide: every thread calls it.
-  const float rms_scale = kiln_prologue_scale<K, VEC_X, RMS>(x, EPS);
-)cuda";
-  else
+  if (!fused)
     os << R"cuda(  const long long row0 = (long long)blockIdx.y * 8 * NT;
   const int rows = (int)min((long long)8 * NT, (long long)count[0] - row0);
 )cuda";
-  os << R"cuda(  const __half *gs = reinterpret_cast<const __half *>(w + NORM_AT);
-  const unsigned short *perm =
+  else
+    os << R"cuda(  constexpr long long row0 = 0;
+  constexpr int rows = 1;
+)cuda";
+  // With a residual, thread i loads the residual of the block's W row i
+  // with x's loads and keeps it in shared memory for the end: its round
+  // trip runs beside x's, not after the loop, and holds no register.
+  os << "  float residual_v = 0.0f; // the residual of block row threadIdx.x\n";
+  if (fused && shape.residual)
+    os << R"cuda(  if (threadIdx.x < 16 * TPB &&
+      blockIdx.x * TPB * 16 + threadIdx.x < N)
+    residual_v = __half2float(
+        kiln_waited(residual)[blockIdx.x * TPB * 16 + threadIdx.x]);
+)cuda";
+  os << R"cuda(  const unsigned short *perm =
       reinterpret_cast<const unsigned short *>(w + PERM_AT);
   // Decode: the token's x (times g, through perm) once into shared memory,
   // each 16 columns as the lanes' B fragments want them (t's columns
   // 2t, 2t + 1, 2t + 8, 2t + 9 side by side: one 8-byte load a k-step),
-  // instead of four loads from global memory a k-step.
+  // instead of four loads from global memory a k-step. Every load of x
+  // is issued before the first store, and a fused RMSNorm's sum of
+  // squares is taken on the way, reduced at the same barrier: one round
+  // trip to x, not one a pair and another for the norm.
   __shared__ __align__(16) __half xs[STAGE_X ? K : 2]; // [K]
+  __shared__ float x_squares[THREADS / 32]; // [warps] with a fused RMSNorm
+  __shared__ float residuals[RESIDUAL ? 16 * TPB : 1]; // [16 * TPB]
+  // The staged groups, [PARTS][TPB][GROUPS][8] (an array a field in use).
+  constexpr int SG_AT = STAGE_GROUPS ? SG : 1;
+  __shared__ unsigned group_scales[STAGE_GROUPS && !MINS ? SG_AT : 1];
+  __shared__ float2 group_fscales[STAGE_GROUPS && MINS ? SG_AT : 1];
+  __shared__ float2 group_mins[STAGE_GROUPS && MINS ? SG_AT : 1];
+  __shared__ unsigned short group_zeros[STAGE_GROUPS && ZP ? SG_AT : 1];
+  float rms_scale = 1.0f;
+  static_assert(STAGE_X || !FUSED, "decode fuses its epilogue, no other");
   if constexpr (STAGE_X) {
-    for (int j = 2 * threadIdx.x; j < K; j += 2 * THREADS) {
-      __half2 v;
-      if constexpr (PERM)
-        v = __halves2half2(x[row0 * K + perm[j]], x[row0 * K + perm[j + 1]]);
-      else
-        v = *reinterpret_cast<const __half2 *>(x + row0 * K + j);
-      if constexpr (NORM)
-        v = __hmul2(v, *reinterpret_cast<const __half2 *>(gs + j));
-      const int c = j & 15;
-      *reinterpret_cast<__half2 *>(xs + (j - c) + (c & 7) * 2 + (c >> 3) * 2) =
-          v;
+    __half2 x_pairs[XPT];
+#pragma unroll
+    for (int i = 0; i < XPT; ++i) {
+      const int j = 2 * (threadIdx.x + i * THREADS);
+      if (j < K) {
+        if constexpr (PERM)
+          x_pairs[i] =
+              __halves2half2(x[row0 * K + perm[j]], x[row0 * K + perm[j + 1]]);
+        else
+          x_pairs[i] = *reinterpret_cast<const __half2 *>(x + row0 * K + j);
+      }
+    }
+    float squares = 0.0f;
+#pragma unroll
+    for (int i = 0; i < XPT; ++i) {
+      const int j = 2 * (threadIdx.x + i * THREADS);
+      if (j < K) {
+        __half2 v = x_pairs[i];
+        if constexpr (RMS) {
+          const float2 f = __half22float2(v);
+          squares += f.x * f.x + f.y * f.y;
+        }
+        if constexpr (NORM)
+          v = __hmul2(v, g_pairs[i]);
+        const int c = j & 15;
+        *reinterpret_cast<__half2 *>(xs + (j - c) + (c & 7) * 2 +
+                                     (c >> 3) * 2) = v;
+      }
+    }
+    if constexpr (RMS) {
+      squares = kiln_warp_sum(squares);
+      if (lane == 0)
+        x_squares[warp] = squares;
+    }
+    if (RESIDUAL && threadIdx.x < 16 * TPB)
+      residuals[threadIdx.x] = residual_v;
+    if constexpr (STAGE_GROUPS) {
+#pragma unroll
+      for (int i = 0; i < GPT; ++i) {
+        const int e = threadIdx.x + i * THREADS;
+        if (e < SG) {
+          if constexpr (MINS) {
+            group_fscales[e] = staging[i].fscales;
+            group_mins[e] = staging[i].mins;
+          } else {
+            group_scales[e] = staging[i].scales;
+          }
+          if constexpr (ZP)
+            group_zeros[e] = staging[i].zeros;
+        }
+      }
     }
     __syncthreads();
+    if constexpr (RMS) {
+      float total = 0.0f;
+#pragma unroll
+      for (int i = 0; i < THREADS / 32; ++i)
+        total += x_squares[i];
+      rms_scale = rsqrtf(total / K + EPS);
+    }
+  } else if constexpr (RMS) {
+    rms_scale = kiln_prologue_scale<K, VEC_X, RMS>(x, EPS); // block-wide
   }
 #ifndef KILN_CUDA_EMU_H
   // This lane's place in xs as a .shared address, once: each k-step's load
@@ -260,6 +376,25 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   for (int i = 0; i < (MMA_SUMS ? NT : 1); ++i)
     x_sum[i][0] = x_sum[i][1] = 0.0f;
   int group = -1;
+  // This group's values of part p: staged, or loaded now.
+  auto group_of = [&](int p) {
+    Group q{};
+    if constexpr (STAGE_GROUPS) {
+      const int e = ((p * TPB + warp / SPLIT_K) * GROUPS + group) * 8 + g;
+      if constexpr (MINS) {
+        q.fscales = group_fscales[e];
+        q.mins = group_mins[e];
+      } else {
+        q.scales = group_scales[e];
+      }
+      if constexpr (ZP)
+        q.zeros = group_zeros[e];
+    } else {
+      q = kiln_quant_group_load<MINS, ZP>(w, SCALES, MINS_AT, ZEROS, tiles[p],
+                                          GROUPS, group, g);
+    }
+    return q;
+  };
   kiln_quant_zero zero[PARTS];
   // This group's sums into acc, times its scales (fp8: and 2^8), less its
   // mins times the sums of x (sum (code s - m) x = s sum code x - m sum x).
@@ -268,8 +403,8 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
       return;
 #pragma unroll
     for (int p = 0; p < PARTS; ++p) {
-      const float2 s = kiln_quant_scales<KIND, MINS>(w, SCALES, tiles[p],
-                                                     GROUPS, group, g);
+      const Group q = group_of(p);
+      const float2 s = kiln_quant_scales_of<KIND>(q);
       const float lo = s.x, hi = s.y;
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
@@ -284,8 +419,7 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
           part_acc[p][i][j] = 0.0f;
       }
       if constexpr (MINS) {
-        const float2 m =
-            kiln_quant_mins<MINS>(w, MINS_AT, tiles[p], GROUPS, group, g);
+        const float2 m = kiln_quant_mins_of(q);
 #pragma unroll
         for (int i = 0; i < NT; ++i) {
           float s0, s1;
@@ -313,8 +447,7 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
     group = next;
 #pragma unroll
     for (int p = 0; p < PARTS; ++p)
-      zero[p] =
-          kiln_quant_zeros<ZP, MIDDLE>(w, ZEROS, tiles[p], GROUPS, group, g);
+      zero[p] = kiln_quant_zeros_of<ZP, MIDDLE>(group_of(p));
   };
   if constexpr (ONE_GROUP)
     start(0);
@@ -461,7 +594,7 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
       y = kiln_silu(y) * (acc[PARTS - 1][0][2 * h] * rms_scale);
 )cuda";
     if (shape.residual)
-      os << "    y += __half2float(residual[col]);\n";
+      os << "    y += residuals[(warp / SPLIT_K) * 16 + g + 8 * h];\n";
     os << "    kiln_store(0, col, y" << outs.names << ");\n  }\n}\n";
   }
   k.source = src;

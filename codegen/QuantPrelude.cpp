@@ -2,9 +2,9 @@
 //
 // The device functions every kernel that reads runtime/QuantLayout.h's
 // buffer shares (the quantized GEMM, the dequantize kernel): a k-step's A
-// fragment dequantized in registers, and a tile's zeros and scales for a
-// group. One copy, so that the two kernels cannot drift apart in what a
-// code means.
+// fragment dequantized in registers, and a tile's group: its scales, mins
+// and zero points loaded, then read. One copy, so that the two kernels cannot
+// drift apart in what a code means.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -113,43 +113,64 @@ __device__ __forceinline__ __half2 kiln_hfma2(__half2 a, __half2 b,
 #endif
 }
 
-// The zeros of a tile's rows g and g + 8 for one group, as the fragments
-// subtract them: lo, hi = 1024 + zero as f16 pairs; hi16 = 64 + the zero
-// of row g + 8 (int4's odd nibbles come 16 times their code).
+// One group's values for a tile's rows g (low) and g + 8 (high), as
+// loaded: the scales (an f16 pair; with mins f32), the mins, the zero
+// points (a byte each). Kernels load a group with the weights it scales
+// and read it when it starts or ends: kept as loaded, so that no
+// conversion waits for the load before its use.
+template <bool MINS, bool ZP> struct kiln_quant_group {
+  unsigned scales;        // without mins: rows g, g + 8 as f16
+  float2 fscales, mins;   // with mins
+  unsigned short zeros;   // with zero points
+};
+template <bool MINS, bool ZP>
+__device__ __forceinline__ kiln_quant_group<MINS, ZP>
+kiln_quant_group_load(const unsigned char *w, long long scales_at,
+                      long long mins_at, long long zeros_at, int tile,
+                      int groups, int group, int g) {
+  kiln_quant_group<MINS, ZP> r{};
+  const long long tile_at = (long long)tile * groups * 8; // the tile's first
+  const int at = group * 8 + g;
+  if constexpr (MINS) {
+    r.fscales = (reinterpret_cast<const float2 *>(w + scales_at) + tile_at)[at];
+    r.mins = (reinterpret_cast<const float2 *>(w + mins_at) + tile_at)[at];
+  } else {
+    r.scales = (reinterpret_cast<const unsigned *>(w + scales_at) + tile_at)[at];
+  }
+  if constexpr (ZP)
+    r.zeros =
+        (reinterpret_cast<const unsigned short *>(w + zeros_at) + tile_at)[at];
+  return r;
+}
+
+// A group's zeros as the fragments subtract them: lo, hi = 1024 + zero of
+// rows g and g + 8 as f16 pairs; hi16 = 64 + the zero of row g + 8
+// (int4's odd nibbles come 16 times their code). MIDDLE without zero
+// points.
 struct kiln_quant_zero {
   __half2 lo, hi, hi16;
 };
-template <bool ZP, int MIDDLE>
+template <bool ZP, int MIDDLE, bool MINS>
 __device__ __forceinline__ kiln_quant_zero
-kiln_quant_zeros(const unsigned char *w, long long zeros_at, int tile,
-                 int groups, int group, int g) {
+kiln_quant_zeros_of(const kiln_quant_group<MINS, ZP> &q) {
   float z_lo = MIDDLE, z_hi = MIDDLE;
   if constexpr (ZP) {
-    const unsigned short z =
-        (reinterpret_cast<const unsigned short *>(w + zeros_at) +
-         (long long)tile * groups * 8)[group * 8 + g];
-    z_lo = float(z & 0xff);
-    z_hi = float(z >> 8);
+    z_lo = float(q.zeros & 0xff);
+    z_hi = float(q.zeros >> 8);
   }
   return {__floats2half2_rn(1024.0f + z_lo, 1024.0f + z_lo),
           __floats2half2_rn(1024.0f + z_hi, 1024.0f + z_hi),
           __floats2half2_rn(64.0f + z_hi, 64.0f + z_hi)};
 }
 
-// The scales of a tile's rows g (x) and g + 8 (y) for one group, as the
-// fragments' values need them (fp8: times KILN_FP8_UNIT, what kiln_dequant
-// took; with mins f32 pairs).
-template <int KIND, bool MINS>
-__device__ __forceinline__ float2 kiln_quant_scales(const unsigned char *w,
-                                                    long long scales_at,
-                                                    int tile, int groups,
-                                                    int group, int g) {
+// A group's scales of rows g (x) and g + 8 (y), as the fragments' values
+// need them (fp8: times KILN_FP8_UNIT, what kiln_dequant took).
+template <int KIND, bool MINS, bool ZP>
+__device__ __forceinline__ float2
+kiln_quant_scales_of(const kiln_quant_group<MINS, ZP> &q) {
   if constexpr (MINS)
-    return (reinterpret_cast<const float2 *>(w + scales_at) +
-            (long long)tile * groups * 8)[group * 8 + g];
-  const __half2 *scales = reinterpret_cast<const __half2 *>(w + scales_at) +
-                          (long long)tile * groups * 8;
-  float2 s = __half22float2(scales[group * 8 + g]);
+    return q.fscales;
+  float2 s = __half22float2(kiln_bits_half2(q.scales));
   if constexpr (KIND == 2) {
     s.x *= KILN_FP8_UNIT;
     s.y *= KILN_FP8_UNIT;
@@ -157,18 +178,11 @@ __device__ __forceinline__ float2 kiln_quant_scales(const unsigned char *w,
   return s;
 }
 
-// The mins of a tile's rows g (x) and g + 8 (y) for one group (0 without
-// them).
-template <bool MINS>
-__device__ __forceinline__ float2 kiln_quant_mins(const unsigned char *w,
-                                                  long long mins_at, int tile,
-                                                  int groups, int group,
-                                                  int g) {
-  if constexpr (!MINS)
-    return make_float2(0.0f, 0.0f);
-  else
-    return (reinterpret_cast<const float2 *>(w + mins_at) +
-            (long long)tile * groups * 8)[group * 8 + g];
+// A group's mins of rows g (x) and g + 8 (y) (0 without them).
+template <bool MINS, bool ZP>
+__device__ __forceinline__ float2
+kiln_quant_mins_of(const kiln_quant_group<MINS, ZP> &q) {
+  return q.mins;
 }
 
 // The A fragment of one k-step from its codes (int4: one word; 8-bit: two),

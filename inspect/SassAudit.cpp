@@ -488,11 +488,20 @@ void addRegisters(StringRef operand, int width, std::vector<int> &out) {
 
 std::vector<uint64_t> addressOrigins(const Function &f, int paramBase) {
   std::vector<uint64_t> origin(512, 0), loads(f.code.size(), 0);
-  // Program order, twice: the second pass sees values that reach the top
-  // of a loop from its bottom.
-  for (int pass = 0; pass < 2; ++pass)
+  // Program order, twice: the second pass adds, at each loop's top, what
+  // its backward branches carried there in the first (values from a later
+  // iteration), and nothing else: a register that code after the loops
+  // reuses does not flow back into code before them.
+  std::map<int64_t, std::vector<uint64_t>> backEdges; // loop top -> origins
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1)
+      std::fill(origin.begin(), origin.end(), 0);
     for (size_t i = 0; i < f.code.size(); ++i) {
       const Instruction &in = f.code[i];
+      if (pass == 1)
+        if (auto it = backEdges.find(in.address); it != backEdges.end())
+          for (size_t r = 0; r < origin.size(); ++r)
+            origin[r] |= it->second[r];
       int result = resultOperand(in);
       uint64_t from = 0;
       std::vector<int> read;
@@ -516,6 +525,15 @@ std::vector<uint64_t> addressOrigins(const Function &f, int paramBase) {
           mask |= origin[r];
         loads[i] = mask;
       }
+      int64_t target = 0;
+      if (pass == 0 && b == "BRA" && !in.operands.empty() &&
+          !StringRef(in.operands.back()).getAsInteger(0, target) &&
+          target <= in.address) {
+        std::vector<uint64_t> &carried = backEdges[target];
+        carried.resize(origin.size(), 0);
+        for (size_t r = 0; r < origin.size(); ++r)
+          carried[r] |= origin[r];
+      }
       if (result < 0)
         continue;
       // What memory holds is data, not an address derived from a
@@ -529,6 +547,7 @@ std::vector<uint64_t> addressOrigins(const Function &f, int paramBase) {
       for (int r : written)
         origin[r] = in.predicate.empty() ? value : origin[r] | value;
     }
+  }
   return loads;
 }
 
@@ -1089,6 +1108,9 @@ std::optional<double> metric(const KernelAudit &a, StringRef name) {
       {"loop_loads", loop.globalLoads},
       {"loop_bytes", double(loop.globalLoadBytes)},
       {"loads_in_flight", loop.loadsInFlight},
+      // The loop's loads issued after it used one: each costs every
+      // iteration a round trip (a group's scales loaded as it ends).
+      {"loop_loads_waited", loop.globalLoads - loop.loadsInFlight},
       {"bytes_in_flight", double(loop.bytesInFlight)},
       {"weight_bytes_in_flight", double(a.weightBytesInFlight)},
       {"kb_in_flight", a.inFlightBytesPerSm / 1024},

@@ -94,8 +94,9 @@ std::optional<Loop> steadyState(const std::vector<Function> &functions);
 /// For each instruction of `f` that loads from global memory, the kernel
 /// parameters its address is computed from (bit i: parameter i, 8 bytes
 /// each in the constant bank from `paramBase`); 0 for the others. Follows
-/// registers (R and UR) through arithmetic in program order; a value loaded
-/// from memory starts afresh (a block table's entry is not its table).
+/// registers (R and UR) through arithmetic in program order, and around
+/// each loop from its backward branches to its top; a value loaded from
+/// memory starts afresh (a block table's entry is not its table).
 std::vector<uint64_t> addressOrigins(const Function &f, int paramBase);
 
 /// Programmatic dependent launch (docs/kernels.md): where a kernel's global

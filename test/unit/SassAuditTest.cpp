@@ -320,6 +320,30 @@ TEST(SassAudit, WhatRunsBeforeTheWaitForThePreviousGrid) {
 )sass")[0];
   g = wait(loop);
   EXPECT_EQ(g.unwaitedLoads, 1);
+  // A register that holds a weight's address under a predicate before the
+  // wait and x's after it: the load ahead of the wait is the weight's (x's
+  // address does not flow back into code before it, only around a loop:
+  // the loop's top sees what its bottom loads).
+  Function reused = parse(R"sass(
+		Function : k
+        /*0000*/               @!P1 LDC.64 R30, c[0x0][0x218] ;
+        /*0010*/               @!P1 LDG.E R6, desc[UR4][R30.64+-0x800] ;
+        /*0020*/                   ACQBULK ;
+        /*0030*/                   LDC.64 R30, c[0x0][0x210] ;
+        /*0040*/                   LDG.E R7, desc[UR4][R30.64] ;
+        /*0050*/                   MOV R2, RZ ;
+        /*0060*/                   LDG.E R8, desc[UR4][R2.64] ;
+        /*0070*/                   LDC.64 R2, c[0x0][0x220] ;
+        /*0080*/               @P0 BRA 0x60 ;
+        /*0090*/                   EXIT ;
+)sass")[0];
+  g = wait(reused);
+  EXPECT_EQ(g.weightLoads, 1);
+  EXPECT_EQ(g.unwaitedLoads, 0);
+  std::vector<uint64_t> origins = addressOrigins(reused, 0x210);
+  EXPECT_EQ(origins[1], weights);
+  EXPECT_EQ(origins[4], 1u);
+  EXPECT_EQ(origins[6], inputs);
   // An address that comes from memory is not known to be a weight's.
   Function chased = parse(R"sass(
 		Function : k
