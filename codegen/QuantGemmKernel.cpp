@@ -136,8 +136,6 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
      << ";\n";
   os << "constexpr float EPS = "
      << floatLiteral(fused ? shape.eps.value_or(0) : 0) << ";\n";
-  os << "constexpr int VEC_X = " << vectorWidth(kdim, opts.maxVectorWidth)
-     << "; // x's loads for the RMSNorm\n";
   os << outs.store;
   os << quantPrelude();
   os << "\n// x [S, K] f16, w the " << quant->name() << " buffer ("
@@ -338,8 +336,6 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
         total += x_squares[i];
       rms_scale = rsqrtf(total / K + EPS);
     }
-  } else if constexpr (RMS) {
-    rms_scale = kiln_prologue_scale<K, VEC_X, RMS>(x, EPS); // block-wide
   }
 #ifndef KILN_CUDA_EMU_H
   // This lane's place in xs as a .shared address, once: each k-step's load
