@@ -23,6 +23,16 @@ llvm_config.add_tool_substitutions(["kiln", "kiln-opt", "kiln-translate", "kiln-
 # for the whole test run, in the build tree, not the user's home.
 config.environment["KILN_EMU_CACHE"] = os.path.join(config.test_exec_root, "emu-cache")
 config.environment["KILN_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")
+# The sanitized build takes the plain build's NVRTC cache when there is one
+# (build/ of the source tree, as for the test venv below): entries are
+# content-addressed, so both builds' kiln get the same cubins, and compiling
+# every kernel again cost the sanitized stage minutes of NVRTC, which no
+# sanitizer checks. Misses still run sanitized: kernel-cache.test and the
+# tests of --cache-dir fill caches of their own.
+plain_cache = os.path.join(os.path.dirname(config.test_source_root), "build",
+                           "test", "kernel-cache")
+if config.kiln_sanitize and os.path.isdir(plain_cache):
+    config.environment["KILN_CACHE_DIR"] = plain_cache
 
 # The kiln binary by path, for helpers that start it themselves.
 config.substitutions.append(

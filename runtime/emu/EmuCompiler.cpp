@@ -65,12 +65,66 @@ std::string launcher(const std::string &entry) {
          entry + ", args);\n  });\n}\n";
 }
 
+/// How the kernels compile: `key` is what names a shared object in the
+/// cache (the compiler, its flags, the header); `command` compiles one,
+/// with the precompiled header where there is one, `plain` without it.
+struct CompileCommand {
+  std::string key, command, plain;
+  std::string gch; // the precompiled header `command` uses, "" for none
+};
+
+/// Creates `path` holding `contents` unless it exists, never replacing it:
+/// a precompiled header built against `path` stays valid (Clang checks its
+/// inputs' time stamps) though other processes race to create it.
+void createOnce(const std::string &path, const std::string &contents) {
+  if (fs::exists(path))
+    return;
+  std::string tmp = absl::StrCat(path, ".", getpid());
+  if (!writeFileAtomically(tmp, contents).ok())
+    return;
+  std::error_code ec;
+  fs::create_hard_link(tmp, path, ec); // fails, harmlessly, if it exists
+  fs::remove(tmp, ec);
+}
+
+/// The emulator's headers precompiled, once per compiler, flags and headers'
+/// text: parsing them is half of a small kernel's compile. Copies of the
+/// headers go into a folder of the cache with `<header>.gch` beside them,
+/// which GCC and Clang both use for `-include <header>`. Returns the copy
+/// of `header` to include, or "" if precompiling failed (the kernels then
+/// include the header itself).
+std::string precompiledHeader(const std::string &compile,
+                              const std::string &header,
+                              const std::string &headers) {
+  std::string dir = cacheDir() + "/pch-" + hash(compile + "\n" + headers);
+  std::string copy = dir + "/" + fs::path(header).filename().string();
+  std::string gch = copy + ".gch";
+  if (fs::exists(gch))
+    return copy;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  for (const auto &e :
+       fs::directory_iterator(fs::path(header).parent_path(), ec))
+    if (e.path().extension() == ".h")
+      createOnce(dir + "/" + e.path().filename().string(),
+                 readFile(e.path().string()));
+  std::string tmp = absl::StrCat(gch, ".", getpid());
+  std::string cmd = absl::StrCat(compile, " -x c++-header '", copy, "' -o '",
+                                 tmp, "' > /dev/null 2>&1");
+  if (ec || std::system(cmd.c_str()) != 0) {
+    fs::remove(tmp, ec);
+    return "";
+  }
+  fs::rename(tmp, gch, ec); // atomic: concurrent runs race harmlessly
+  return ec ? "" : copy;
+}
+
 /// `headers`: headersText's, read once for all the kernels.
 absl::StatusOr<EmuLaunchFn> compileOne(const KernelCode &k,
                                        const std::string &headers,
-                                       const std::string &command) {
+                                       const CompileCommand &compile) {
   std::string source = k.source + launcher(k.entry);
-  std::string key = hash(command + "\n" + headers + "\n" + source);
+  std::string key = hash(compile.key + "\n" + headers + "\n" + source);
   std::string dir = cacheDir();
   std::string so = dir + "/" + k.entry + "-" + key + ".so";
   if (!fs::exists(so)) {
@@ -80,9 +134,18 @@ absl::StatusOr<EmuLaunchFn> compileOne(const KernelCode &k,
     std::string cpp = tmp + ".cpp", log = tmp + ".log";
     if (absl::Status s = writeFileAtomically(cpp, source); !s.ok())
       return s;
-    std::string cmd = absl::StrCat(command, " '", cpp, "' -o '", tmp,
-                                   "' -lboost_context > '", log, "' 2>&1");
-    int rc = std::system(cmd.c_str());
+    auto run = [&](const std::string &command) {
+      std::string cmd = absl::StrCat(command, " '", cpp, "' -o '", tmp,
+                                     "' -lboost_context > '", log, "' 2>&1");
+      return std::system(cmd.c_str());
+    };
+    int rc = run(compile.command);
+    // A precompiled header the compiler refuses (Clang's, after a system
+    // header changed): without it, and rebuilt by the next run.
+    if (rc != 0 && !compile.gch.empty() && run(compile.plain) == 0) {
+      fs::remove(compile.gch, ec);
+      rc = 0;
+    }
     std::string output = readFile(log);
     fs::remove(cpp, ec);
     fs::remove(log, ec);
@@ -124,16 +187,24 @@ compileEmuKernels(const std::vector<KernelCode> &kernels) {
 #else
   std::string compiler = env("CXX", "c++"), sanitize;
 #endif
-  std::string command = absl::StrCat(
-      compiler,
-      " -std=c++17 -O2 -fno-strict-aliasing -fPIC -shared -w -x c++ -I'",
-      env("KILN_CUDA_INCLUDE", KILN_CUDA_INCLUDE_DIR), "' -include '", header,
-      "'", sanitize, " ", env("KILN_EMU_CXXFLAGS", ""));
+  std::string flags = absl::StrCat(
+      compiler, " -std=c++17 -O2 -fno-strict-aliasing -fPIC -w -I'",
+      env("KILN_CUDA_INCLUDE", KILN_CUDA_INCLUDE_DIR), "'", sanitize, " ",
+      env("KILN_EMU_CXXFLAGS", ""));
   const std::string headers = headersText(header);
+  auto including = [&](const std::string &h) {
+    return absl::StrCat(flags, " -shared -x c++ -include '", h, "'");
+  };
+  CompileCommand compile;
+  compile.key = compile.plain = including(header);
+  std::string copy = precompiledHeader(flags, header, headers);
+  compile.command = including(copy.empty() ? header : copy);
+  if (!copy.empty())
+    compile.gch = copy + ".gch";
   std::vector<std::future<absl::StatusOr<EmuLaunchFn>>> jobs;
   for (const KernelCode &k : kernels)
     jobs.push_back(std::async(std::launch::async, compileOne, std::cref(k),
-                              std::cref(headers), std::cref(command)));
+                              std::cref(headers), std::cref(compile)));
   std::vector<EmuLaunchFn> fns;
   for (auto &job : jobs) {
     auto fn = job.get();
