@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <sstream>
 #include <unistd.h>
 
@@ -65,14 +66,6 @@ std::string launcher(const std::string &entry) {
          entry + ", args);\n  });\n}\n";
 }
 
-/// How the kernels compile: `key` is what names a shared object in the
-/// cache (the compiler, its flags, the header); `command` compiles one,
-/// with the precompiled header where there is one, `plain` without it.
-struct CompileCommand {
-  std::string key, command, plain;
-  std::string gch; // the precompiled header `command` uses, "" for none
-};
-
 /// Creates `path` holding `contents` unless it exists, never replacing it:
 /// a precompiled header built against `path` stays valid (Clang checks its
 /// inputs' time stamps) though other processes race to create it.
@@ -119,10 +112,45 @@ std::string precompiledHeader(const std::string &compile,
   return ec ? "" : copy;
 }
 
+/// How the kernels compile: `key` is what names a shared object in the
+/// cache (the compiler, its flags, the header), `plain` compiles one with
+/// the header itself, `command()` with the header precompiled, made by the
+/// first kernel that is not in the cache (a run that finds them all
+/// precompiles nothing).
+class CompileCommand {
+public:
+  CompileCommand(std::string flags, std::string header, std::string headers)
+      : key(including(flags, header)), plain(key), flags(std::move(flags)),
+        header(std::move(header)), headers(std::move(headers)) {}
+  const std::string key, plain;
+  const std::string &command() {
+    std::call_once(once, [&] {
+      std::string copy = precompiledHeader(flags, header, headers);
+      withPch = including(flags, copy.empty() ? header : copy);
+      if (!copy.empty())
+        gch = copy + ".gch";
+    });
+    return withPch;
+  }
+  /// The precompiled header command() uses, "" for none.
+  const std::string &precompiled() {
+    command();
+    return gch;
+  }
+
+private:
+  static std::string including(const std::string &flags, const std::string &h) {
+    return absl::StrCat(flags, " -shared -x c++ -include '", h, "'");
+  }
+  const std::string flags, header, headers;
+  std::once_flag once;
+  std::string withPch, gch;
+};
+
 /// `headers`: headersText's, read once for all the kernels.
 absl::StatusOr<EmuLaunchFn> compileOne(const KernelCode &k,
                                        const std::string &headers,
-                                       const CompileCommand &compile) {
+                                       CompileCommand &compile) {
   std::string source = k.source + launcher(k.entry);
   std::string key = hash(compile.key + "\n" + headers + "\n" + source);
   std::string dir = cacheDir();
@@ -139,11 +167,11 @@ absl::StatusOr<EmuLaunchFn> compileOne(const KernelCode &k,
                                      "' -lboost_context > '", log, "' 2>&1");
       return std::system(cmd.c_str());
     };
-    int rc = run(compile.command);
+    int rc = run(compile.command());
     // A precompiled header the compiler refuses (Clang's, after a system
     // header changed): without it, and rebuilt by the next run.
-    if (rc != 0 && !compile.gch.empty() && run(compile.plain) == 0) {
-      fs::remove(compile.gch, ec);
+    if (rc != 0 && !compile.precompiled().empty() && run(compile.plain) == 0) {
+      fs::remove(compile.precompiled(), ec);
       rc = 0;
     }
     std::string output = readFile(log);
@@ -192,19 +220,11 @@ compileEmuKernels(const std::vector<KernelCode> &kernels) {
       env("KILN_CUDA_INCLUDE", KILN_CUDA_INCLUDE_DIR), "'", sanitize, " ",
       env("KILN_EMU_CXXFLAGS", ""));
   const std::string headers = headersText(header);
-  auto including = [&](const std::string &h) {
-    return absl::StrCat(flags, " -shared -x c++ -include '", h, "'");
-  };
-  CompileCommand compile;
-  compile.key = compile.plain = including(header);
-  std::string copy = precompiledHeader(flags, header, headers);
-  compile.command = including(copy.empty() ? header : copy);
-  if (!copy.empty())
-    compile.gch = copy + ".gch";
+  CompileCommand compile(flags, header, headers);
   std::vector<std::future<absl::StatusOr<EmuLaunchFn>>> jobs;
   for (const KernelCode &k : kernels)
     jobs.push_back(std::async(std::launch::async, compileOne, std::cref(k),
-                              std::cref(headers), std::cref(compile)));
+                              std::cref(headers), std::ref(compile)));
   std::vector<EmuLaunchFn> fns;
   for (auto &job : jobs) {
     auto fn = job.get();

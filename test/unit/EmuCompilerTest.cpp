@@ -78,6 +78,14 @@ TEST_F(EmuCompilerTest, PrecompilesTheHeaderOnceForEveryKernel) {
   EXPECT_EQ(fs::last_write_time(pch[0]), made);
 }
 
+TEST_F(EmuCompilerTest, ARunThatFindsItsKernelsPrecompilesNothing) {
+  runScale(2);
+  ASSERT_EQ(precompiled().size(), 1u);
+  fs::remove_all(precompiled()[0].parent_path());
+  runScale(2); // from the cache
+  EXPECT_TRUE(precompiled().empty());
+}
+
 TEST_F(EmuCompilerTest, ADamagedPrecompiledHeaderCostsNoKernel) {
   runScale(2);
   auto pch = precompiled();
