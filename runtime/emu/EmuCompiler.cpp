@@ -112,17 +112,18 @@ std::string precompiledHeader(const std::string &compile,
   return ec ? "" : copy;
 }
 
-/// How the kernels compile: `key` is what names a shared object in the
-/// cache (the compiler, its flags, the header), `plain` compiles one with
+/// How the kernels compile: `key` and `headers` (headersText's, read once
+/// for all the kernels) are what name a shared object in the cache with its
+/// source (the compiler, its flags, the header), `plain` compiles one with
 /// the header itself, `command()` with the header precompiled, made by the
 /// first kernel that is not in the cache (a run that finds them all
 /// precompiles nothing).
 class CompileCommand {
 public:
-  CompileCommand(std::string flags, std::string header, std::string headers)
-      : key(including(flags, header)), plain(key), flags(std::move(flags)),
-        header(std::move(header)), headers(std::move(headers)) {}
-  const std::string key, plain;
+  CompileCommand(std::string flags, std::string header)
+      : key(including(flags, header)), plain(key), headers(headersText(header)),
+        flags(std::move(flags)), header(std::move(header)) {}
+  const std::string key, plain, headers;
   const std::string &command() {
     std::call_once(once, [&] {
       std::string copy = precompiledHeader(flags, header, headers);
@@ -142,17 +143,15 @@ private:
   static std::string including(const std::string &flags, const std::string &h) {
     return absl::StrCat(flags, " -shared -x c++ -include '", h, "'");
   }
-  const std::string flags, header, headers;
+  const std::string flags, header;
   std::once_flag once;
   std::string withPch, gch;
 };
 
-/// `headers`: headersText's, read once for all the kernels.
 absl::StatusOr<EmuLaunchFn> compileOne(const KernelCode &k,
-                                       const std::string &headers,
                                        CompileCommand &compile) {
   std::string source = k.source + launcher(k.entry);
-  std::string key = hash(compile.key + "\n" + headers + "\n" + source);
+  std::string key = hash(compile.key + "\n" + compile.headers + "\n" + source);
   std::string dir = cacheDir();
   std::string so = dir + "/" + k.entry + "-" + key + ".so";
   if (!fs::exists(so)) {
@@ -219,12 +218,11 @@ compileEmuKernels(const std::vector<KernelCode> &kernels) {
       compiler, " -std=c++17 -O2 -fno-strict-aliasing -fPIC -w -I'",
       env("KILN_CUDA_INCLUDE", KILN_CUDA_INCLUDE_DIR), "'", sanitize, " ",
       env("KILN_EMU_CXXFLAGS", ""));
-  const std::string headers = headersText(header);
-  CompileCommand compile(flags, header, headers);
+  CompileCommand compile(flags, header);
   std::vector<std::future<absl::StatusOr<EmuLaunchFn>>> jobs;
   for (const KernelCode &k : kernels)
     jobs.push_back(std::async(std::launch::async, compileOne, std::cref(k),
-                              std::cref(headers), std::ref(compile)));
+                              std::ref(compile)));
   std::vector<EmuLaunchFn> fns;
   for (auto &job : jobs) {
     auto fn = job.get();
