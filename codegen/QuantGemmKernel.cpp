@@ -28,8 +28,9 @@
 // (times g, in the B fragments' order: one 8-byte load a lane a k-step,
 // by a .shared address taken once), all its loads at once, a fused
 // RMSNorm's sum of squares taken from them; the block's groups (scales,
-// mins, zero points) are staged beside it, loaded with the first loads of
-// W, so that no group's flush waits for memory; a fused residual is
+// mins, zero points) are copied beside it by cp.async with the first
+// loads of W (where they fit 48 KB), so that no group's flush waits for
+// memory; a fused residual is
 // loaded with x. The registers are capped for 32 warps an SM (16 with
 // SwiGLU). Rows at and past the step's count are not loaded (zero
 // fragments). It waits for the previous kernel (PDL) after issuing its
@@ -153,6 +154,31 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   // least 32 (16 with SwiGLU's two tiles a warp, whose registers would
   // spill at 64), the registers held to what that leaves.
   const int decodeThreads = swiglu ? 512 : 1024;
+  os << R"cuda(
+// Decode: a section of the block's groups (PAIR bytes an entry: rows g and
+// g + 8) into shared memory by cp.async, 16 bytes a copy: [PARTS][TPB]
+// runs of a tile's GROUPS x 8 entries, contiguous in the buffer's section
+// (at `section`) too. Tiles past the last copy zeros. The caller commits.
+template <int PAIR>
+__device__ __forceinline__ void
+kiln_stage_groups(void *to, const unsigned char *section) {
+  constexpr int CHUNKS = GROUPS * 8 * PAIR / 16; // a tile's
+  constexpr int ALL = PARTS * TPB * CHUNKS;
+#pragma unroll
+  for (int i = 0; i < (ALL + THREADS - 1) / THREADS; ++i) {
+    const int c = threadIdx.x + i * THREADS;
+    if (ALL % THREADS && c >= ALL)
+      break;
+    const int run = c / CHUNKS, p = run / TPB;
+    const int tile = blockIdx.x * TPB + run % TPB;
+    kiln_cp_async16(
+        static_cast<unsigned char *>(to) + (long long)c * 16,
+        section +
+            ((long long)(tile + p * WARP_TILES) * CHUNKS + c % CHUNKS) * 16,
+        tile < WARP_TILES);
+  }
+}
+)cuda";
   os << "extern \"C\" __global__ void __launch_bounds__(THREADS"
      << (phase == Phase::decode
              ? ", " + std::to_string(std::max(
@@ -193,32 +219,51 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
         buf[p][u] = kiln_stream_load(wp[p] + (long long)(begin + u) * 32);
   }
   // Decode: the groups of the block's tiles (scales, mins, zero points)
-  // go to shared memory beside x, loaded here with the first loads of W:
-  // no k-step and no group's flush waits for memory then (they did, twice
-  // a warp's span of int4-g128, and a decode GEMV is a span or two a
-  // warp). Groups that would take more than 16 KB (a long row in small
-  // groups with mins) are loaded from global memory as each starts (its
-  // zero points) and ends (its scales, mins), as prompts' GEMMs do.
+  // are copied to shared memory beside x by cp.async, issued here with the
+  // first loads of W: no k-step and no group's flush waits for memory then
+  // (they did, twice a warp's span of int4-g128, and a decode GEMV is a
+  // span or two a warp), and no register holds them on the way (loaded
+  // into registers and stored after the wait, they took 4 an entry with
+  // mins, which capped them at 16 KB). Groups that do not fit the block's
+  // 48 KB of shared memory beside x (the mins formats' long rows) are
+  // loaded from global memory as each starts (its zero points) and ends
+  // (its scales, mins), as prompts' GEMMs do.
   using Group = kiln_quant_group<MINS, ZP>;
   constexpr int SG = PARTS * TPB * GROUPS * 8; // [PARTS][TPB][GROUPS][8]
+  constexpr int ENTRY_BYTES = (MINS ? 16 : 4) + (ZP ? 2 : 0);
+  // Decode's split-K sums: c0 and c2 of the lanes t = 0 (the others hold
+  // padding columns of x); a batch's every accumulator.
+  constexpr int RED_VALUES = STAGE_X ? PARTS * 2 : PARTS * NT * 4,
+                RED_LANES = STAGE_X ? 8 : 32;
+  constexpr int RED_BYTES =
+      SPLIT_K > 1 ? TPB * SPLIT_K * RED_VALUES * RED_LANES * 4 : 0;
+  // The rest of the block's shared memory: xs, the sums of squares, the
+  // residuals, the groups' sums of x (1 KB covers all but xs and red).
+  constexpr int OTHER_BYTES =
+      2 * K + RED_BYTES + (MINS ? 4 * GROUPS : 0) + 1024;
   constexpr bool STAGE_GROUPS =
-      STAGE_X && SG * ((MINS ? 16 : 4) + (ZP ? 2 : 0)) <= 16384;
-  constexpr int GPT = STAGE_GROUPS ? (SG + THREADS - 1) / THREADS : 1;
-  Group staging[GPT]; // a thread's entries e = threadIdx.x + i THREADS
+      STAGE_X && OTHER_BYTES + SG * ENTRY_BYTES <= 48 * 1024;
+  // The staged groups: the scales' section (SG pairs of f16, or of f32
+  // with mins), then the mins' (f32 pairs), then the zero points' (u8
+  // pairs), each [PARTS][TPB][GROUPS][8] entries (rows g and g + 8).
+  constexpr int SCALE_PAIR = MINS ? 8 : 4;
+  constexpr int MINS_OFF = SG * SCALE_PAIR,
+                ZEROS_OFF = MINS_OFF + (MINS ? SG * 8 : 0);
+  // x's row and the groups in one buffer, whose .shared address the loop
+  // takes once for both (each array whose address is taken for a copy
+  // costs the window's base, S2UR and three more, at every use the
+  // register cap does not let the compiler keep).
+  __shared__ __align__(16) unsigned char
+      staged[STAGE_X ? 2 * K + (STAGE_GROUPS ? SG * ENTRY_BYTES : 0) : 16];
+  __half *const xs = reinterpret_cast<__half *>(staged); // [K] with STAGE_X
+  unsigned char *const group_stage = staged + 2 * K;     // [SG * ENTRY_BYTES]
   if constexpr (STAGE_GROUPS) {
-    // Every thread loads (entries past the end and tiles past the last
-    // clamped to ones that exist, their stores skipped): a predicated load
-    // would keep an old value beside it, which spilled at the register cap.
-#pragma unroll
-    for (int i = 0; i < GPT; ++i) {
-      const int e = min((int)threadIdx.x + i * THREADS, SG - 1);
-      const int tile = min((int)blockIdx.x * TPB + e / (GROUPS * 8) % TPB,
-                           WARP_TILES - 1);
-      staging[i] = kiln_quant_group_load<MINS, ZP>(
-          w, SCALES, MINS_AT, ZEROS,
-          tile + e / (TPB * GROUPS * 8) * WARP_TILES, GROUPS, e / 8 % GROUPS,
-          e % 8);
-    }
+    kiln_stage_groups<SCALE_PAIR>(group_stage, w + SCALES);
+    if constexpr (MINS)
+      kiln_stage_groups<8>(group_stage + MINS_OFF, w + MINS_AT);
+    if constexpr (ZP)
+      kiln_stage_groups<2>(group_stage + ZEROS_OFF, w + ZEROS);
+    kiln_cp_async_commit();
   }
   kiln_wait_previous_grid(); // x is the previous kernel's; W was not
   if constexpr (STAGE_X) // its staging is straight code
@@ -264,15 +309,8 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   // is issued before the first store, and a fused RMSNorm's sum of
   // squares is taken on the way, reduced at the same barrier: one round
   // trip to x, not one a pair and another for the norm.
-  __shared__ __align__(16) __half xs[STAGE_X ? K : 2]; // [K]
   __shared__ float x_squares[THREADS / 32]; // [warps] with a fused RMSNorm
   __shared__ float residuals[RESIDUAL ? 16 * TPB : 1]; // [16 * TPB]
-  // The staged groups, [PARTS][TPB][GROUPS][8] (an array a field in use).
-  constexpr int SG_AT = STAGE_GROUPS ? SG : 1;
-  __shared__ unsigned group_scales[STAGE_GROUPS && !MINS ? SG_AT : 1];
-  __shared__ float2 group_fscales[STAGE_GROUPS && MINS ? SG_AT : 1];
-  __shared__ float2 group_mins[STAGE_GROUPS && MINS ? SG_AT : 1];
-  __shared__ unsigned short group_zeros[STAGE_GROUPS && ZP ? SG_AT : 1];
   float rms_scale = 1.0f;
   static_assert(STAGE_X || !FUSED, "decode fuses its epilogue, no other");
   if constexpr (STAGE_X) {
@@ -312,22 +350,8 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
     }
     if (RESIDUAL && threadIdx.x < 16 * TPB)
       residuals[threadIdx.x] = residual_v;
-    if constexpr (STAGE_GROUPS) {
-#pragma unroll
-      for (int i = 0; i < GPT; ++i) {
-        const int e = threadIdx.x + i * THREADS;
-        if (e < SG) {
-          if constexpr (MINS) {
-            group_fscales[e] = staging[i].fscales;
-            group_mins[e] = staging[i].mins;
-          } else {
-            group_scales[e] = staging[i].scales;
-          }
-          if constexpr (ZP)
-            group_zeros[e] = staging[i].zeros;
-        }
-      }
-    }
+    if constexpr (STAGE_GROUPS)
+      kiln_cp_async_wait<0>(); // this thread's copies; the barrier: all
     __syncthreads();
     if constexpr (RMS) {
       float total = 0.0f;
@@ -342,7 +366,8 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   // then takes it plus an offset, instead of the shared window's base again
   // (S2R of the CTA id and its arithmetic, which the register cap made the
   // compiler recompute every k-step).
-  const unsigned xs_at = kiln_shared_address(xs) + 8 * t;
+  const unsigned staged_at = kiln_shared_address(staged);
+  const unsigned xs_at = staged_at + 8 * t, groups_at = staged_at + 2 * K;
 #endif
   // acc: all the groups' sums; part_acc: this group's.
   float acc[PARTS][NT][4], part_acc[PARTS][NT][4];
@@ -377,14 +402,34 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
     Group q{};
     if constexpr (STAGE_GROUPS) {
       const int e = ((p * TPB + warp / SPLIT_K) * GROUPS + group) * 8 + g;
+#ifdef KILN_CUDA_EMU_H
       if constexpr (MINS) {
-        q.fscales = group_fscales[e];
-        q.mins = group_mins[e];
+        q.fscales = reinterpret_cast<const float2 *>(group_stage)[e];
+        q.mins = reinterpret_cast<const float2 *>(group_stage + MINS_OFF)[e];
       } else {
-        q.scales = group_scales[e];
+        q.scales = reinterpret_cast<const unsigned *>(group_stage)[e];
       }
       if constexpr (ZP)
-        q.zeros = group_zeros[e];
+        q.zeros = reinterpret_cast<const unsigned short *>(group_stage +
+                                                           ZEROS_OFF)[e];
+#else
+      if constexpr (MINS) {
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                     : "=f"(q.fscales.x), "=f"(q.fscales.y)
+                     : "r"(groups_at + 8 * e));
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                     : "=f"(q.mins.x), "=f"(q.mins.y)
+                     : "r"(groups_at + MINS_OFF + 8 * e));
+      } else {
+        asm volatile("ld.shared.u32 %0, [%1];"
+                     : "=r"(q.scales)
+                     : "r"(groups_at + 4 * e));
+      }
+      if constexpr (ZP)
+        asm volatile("ld.shared.u16 %0, [%1];"
+                     : "=h"(q.zeros)
+                     : "r"(groups_at + ZEROS_OFF + 2 * e));
+#endif
     } else {
       q = kiln_quant_group_load<MINS, ZP>(w, SCALES, MINS_AT, ZEROS, tiles[p],
                                           GROUPS, group, g);
@@ -538,27 +583,46 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   }
   flush();
   if constexpr (SPLIT_K > 1) {
-    // The parts' sums, [warp][PARTS * NT * 4][lane], added by each tile's
-    // first warp.
-    __shared__ float red[TPB * SPLIT_K][PARTS * NT * 4][32];
+    // The parts' sums, [warp][RED_VALUES][RED_LANES], added by each tile's
+    // first warp: decode's c0, c2 of lanes t = 0 (lane g), a batch's all.
+    __shared__ float red[TPB * SPLIT_K][RED_VALUES][RED_LANES];
+    if constexpr (STAGE_X) {
+      if (t == 0)
 #pragma unroll
-    for (int p = 0; p < PARTS; ++p)
+        for (int p = 0; p < PARTS; ++p)
 #pragma unroll
-      for (int i = 0; i < NT; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          red[warp][(p * NT + i) * 4 + j][lane] = acc[p][i][j];
-    __syncthreads();
-    if (part != 0)
-      return;
-    for (int o = 1; o < SPLIT_K; ++o)
+          for (int h = 0; h < 2; ++h)
+            red[warp][p * 2 + h][g] = acc[p][0][2 * h];
+    } else {
 #pragma unroll
       for (int p = 0; p < PARTS; ++p)
 #pragma unroll
         for (int i = 0; i < NT; ++i)
 #pragma unroll
           for (int j = 0; j < 4; ++j)
-            acc[p][i][j] += red[warp + o][(p * NT + i) * 4 + j][lane];
+            red[warp][(p * NT + i) * 4 + j][lane] = acc[p][i][j];
+    }
+    __syncthreads();
+    if (part != 0)
+      return;
+    for (int o = 1; o < SPLIT_K; ++o) {
+      if constexpr (STAGE_X) {
+        if (t == 0)
+#pragma unroll
+          for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              acc[p][0][2 * h] += red[warp + o][p * 2 + h][g];
+      } else {
+#pragma unroll
+        for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+          for (int i = 0; i < NT; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+              acc[p][i][j] += red[warp + o][(p * NT + i) * 4 + j][lane];
+      }
+    }
   }
   if (!live)
     return;

@@ -356,6 +356,19 @@ TEST(SassAudit, WhatRunsBeforeTheWaitForThePreviousGrid) {
   g = wait(chased);
   EXPECT_EQ(g.weightLoads, 1);
   EXPECT_EQ(g.unwaitedLoads, 1);
+  // cp.async of a weight ahead of the wait, with and without the predicate
+  // that makes it copy zeros: its address is the bracketed operand.
+  Function copies = parse(R"sass(
+		Function : k
+        /*0000*/                   LDC.64 R12, c[0x0][0x218] ;
+        /*0010*/                   LDGSTS.E.BYPASS.128 [R7], desc[UR8][R12.64], !P0 ;
+        /*0020*/                   LDGSTS.E.BYPASS.128 [R7+0x10], desc[UR8][R12.64+0x10] ;
+        /*0030*/                   ACQBULK ;
+        /*0040*/                   EXIT ;
+)sass")[0];
+  g = wait(copies);
+  EXPECT_EQ(g.weightLoads, 2);
+  EXPECT_EQ(g.unwaitedLoads, 0);
 }
 
 // What a warp's pass asks of each pipe (the cost model's compute roofs):
