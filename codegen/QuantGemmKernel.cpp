@@ -256,7 +256,8 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   __shared__ __align__(16) unsigned char
       staged[STAGE_X ? 2 * K + (STAGE_GROUPS ? SG * ENTRY_BYTES : 0) : 16];
   __half *const xs = reinterpret_cast<__half *>(staged); // [K] with STAGE_X
-  unsigned char *const group_stage = staged + 2 * K;     // [SG * ENTRY_BYTES]
+  unsigned char *const group_stage = // [SG * ENTRY_BYTES] with STAGE_GROUPS
+      staged + (STAGE_X ? 2 * K : 0);
   if constexpr (STAGE_GROUPS) {
     kiln_stage_groups<SCALE_PAIR>(group_stage, w + SCALES);
     if constexpr (MINS)
@@ -367,7 +368,8 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // (S2R of the CTA id and its arithmetic, which the register cap made the
   // compiler recompute every k-step).
   const unsigned staged_at = kiln_shared_address(staged);
-  const unsigned xs_at = staged_at + 8 * t, groups_at = staged_at + 2 * K;
+  const unsigned xs_at = staged_at + 8 * t,
+                 groups_at = staged_at + (STAGE_X ? 2 * K : 0);
 #endif
   // acc: all the groups' sums; part_acc: this group's.
   float acc[PARTS][NT][4], part_acc[PARTS][NT][4];
