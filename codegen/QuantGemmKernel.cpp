@@ -30,11 +30,11 @@
 // RMSNorm's sum of squares taken from them; the block's groups (scales,
 // mins, zero points) are copied beside it by cp.async with the first
 // loads of W (where they fit 48 KB), so that no group's flush waits for
-// memory; a fused residual is
-// loaded with x. The registers are capped for 32 warps an SM (16 with
-// SwiGLU). Rows at and past the step's count are not loaded (zero
-// fragments). It waits for the previous kernel (PDL) after issuing its
-// first loads of W (and decode's groups), before it reads x.
+// memory; a fused residual is loaded with x. The registers are capped for
+// 32 warps an SM (16 with SwiGLU). Rows at and past the step's count are
+// not loaded (zero fragments). It waits for the previous kernel (PDL)
+// after issuing its first loads of W (and decode's groups), before it
+// reads x.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
