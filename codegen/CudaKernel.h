@@ -44,6 +44,11 @@ struct CodegenOptions {
   /// other formats as 1), or by the plan's rows (-1: 1 from
   /// kDequantizeRows rows on). quant-gemm.
   int quantGemm = -1;
+  /// Decode GEMVs of quantized weights: their block's groups (scales, mins,
+  /// zero points) staged in shared memory where they fit (1), or loaded as
+  /// each group starts and ends, as prompts' GEMMs load them (0).
+  /// quant-stage.
+  int quantStage = 1;
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
   std::vector<int64_t> prefillBuckets;
@@ -65,7 +70,7 @@ std::vector<int64_t> batchBuckets(int64_t sequences);
 /// gemv-split-k, gemv-unroll, vector-width (1, 2, 4, 8), attention-warps,
 /// kv-splits, sm-count, epilogue-threads, prefill-attention-rows,
 /// prefill-attention-keys,
-/// elementwise-threads, gemm-algo, gemm-tile, quant-gemm.
+/// elementwise-threads, gemm-algo, gemm-tile, quant-gemm, quant-stage.
 /// Fails naming an unknown knob or a value out of range (a block has at most
 /// 1024 threads).
 llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts);

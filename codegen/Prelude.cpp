@@ -594,6 +594,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"gemm-algo", &opts.gemmAlgo, kSmallGemmAlgo, kMaxGemmAlgo},
       {"gemm-tile", &opts.gemmTile, 1, 16},
       {"quant-gemm", &opts.quantGemm, -1, 2},
+      {"quant-stage", &opts.quantStage, 0, 1},
   };
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
@@ -608,7 +609,8 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
           "attention-warps, "
           "kv-splits, sm-count, epilogue-threads, prefill-attention-rows, "
           "prefill-attention-keys, "
-          "elementwise-threads, gemm-algo, gemm-tile, quant-gemm)");
+          "elementwise-threads, gemm-algo, gemm-tile, quant-gemm, "
+          "quant-stage)");
     int v;
     if (value.trim().getAsInteger(10, v) || v < knob->lo || v > knob->hi)
       return llvm::createStringError(llvm::Twine(knob->name) + ": '" +

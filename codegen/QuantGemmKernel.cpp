@@ -129,6 +129,8 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
      << (phase == Phase::decode ? "true" : "false")
      << "; // x's row in shared memory, in B fragment order\n";
   os << "constexpr int THREADS = 32 * TPB * SPLIT_K;\n";
+  os << "constexpr bool QUANT_STAGE = " << (opts.quantStage ? "true" : "false")
+     << "; // decode's groups in shared memory where they fit (quant-stage)\n";
   os << "constexpr bool FUSED = " << (fused ? "true" : "false")
      << ", SWIGLU = " << (swiglu ? "true" : "false")
      << ", RESIDUAL = " << (fused && shape.residual ? "true" : "false")
@@ -241,8 +243,8 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // residuals, the groups' sums of x (1 KB covers all but xs and red).
   constexpr int OTHER_BYTES =
       2 * K + RED_BYTES + (MINS ? 4 * GROUPS : 0) + 1024;
-  constexpr bool STAGE_GROUPS =
-      STAGE_X && OTHER_BYTES + SG * ENTRY_BYTES <= 48 * 1024;
+  constexpr bool STAGE_GROUPS = STAGE_X && QUANT_STAGE &&
+                               OTHER_BYTES + SG * ENTRY_BYTES <= 48 * 1024;
   // The staged groups: the scales' section (SG pairs of f16, or of f32
   // with mins), then the mins' (f32 pairs), then the zero points' (u8
   // pairs), each [PARTS][TPB][GROUPS][8] entries (rows g and g + 8).

@@ -260,7 +260,7 @@ cl::opt<std::string> kernelOptionsFlag(
         "Kernel tuning knobs, name=value,...: gemv-rows, gemv-split-k, "
         "gemv-unroll, vector-width, attention-warps, kv-splits, sm-count, "
         "epilogue-threads, prefill-attention-rows, prefill-attention-keys, "
-        "elementwise-threads, gemm-algo, gemm-tile, quant-gemm"),
+        "elementwise-threads, gemm-algo, gemm-tile, quant-gemm, quant-stage"),
     cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(serveCommand()), cl::sub(tuneCommand()), cl::sub(evalCommand()));
 
