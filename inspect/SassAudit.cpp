@@ -514,16 +514,13 @@ std::vector<uint64_t> addressOrigins(const Function &f, int paramBase) {
         from |= origin[r];
       StringRef b = in.base();
       if (in.isGlobalLoad() && !in.operands.empty()) {
-        // The global address: LDG's second operand, LDGSTS's last in
-        // brackets (a zero-filling copy ends with its predicate: `[R7],
-        // desc[UR8][R12.64], !P0`).
-        StringRef address = StringRef(in.operands.back());
-        if (b == "LDG" && in.operands.size() > 1)
-          address = in.operands[1];
-        else
-          for (const std::string &o : in.operands)
-            if (StringRef(o).contains('['))
-              address = o;
+        // The global address: the last operand in brackets (LDG's only
+        // one; LDGSTS's second, before the predicate a zero-filling copy
+        // ends with: `[R7], desc[UR8][R12.64], !P0`).
+        StringRef address = in.operands.back();
+        for (const std::string &o : in.operands)
+          if (StringRef(o).contains('['))
+            address = o;
         std::vector<int> regs;
         addRegisters(address, 1, regs);
         uint64_t mask = paramsIn(address, paramBase);
