@@ -21,7 +21,9 @@
 //   u * (their mass) falls in index order, u uniform in [0, 1) from a hash
 //   of (seed, step).
 //
-// Thresholds are found exactly, without sorting, by a descent over the 32
+// One pass over the row applies the bias and penalties, keeps the largest
+// key and (unless greedy) stores the logits, its loads in batches issued
+// before their first use. Thresholds are found exactly, without sorting, by a descent over the 32
 // bits of an order-preserving key of the logits: each bit is one block-wide
 // count (top-k) or mass (top-p). Every sum runs in a fixed order, so a seed
 // gives the same tokens on every run. It waits for the previous kernel
@@ -55,6 +57,7 @@ CudaKernel emitSampler(int64_t vocab) {
              " logits\nconstexpr int V = " + std::to_string(vocab) +
              ", THREADS = " + std::to_string(threads) +
              ", CHUNK = (V + THREADS - 1) / THREADS;\n" + R"cuda(
+constexpr int SWEEP = 16; // the logits a thread loads at once
 // What the runtime asks for; the layout of runtime/Sampling.h's
 // SamplingParams.
 struct KilnSampling {
@@ -100,9 +103,10 @@ __device__ __forceinline__ unsigned kiln_hash(unsigned x) {
 // f32 (each sequence's logit bias), scratch [grid, 2, V]
 // f32, token [grid] i32 (the tokens chosen); grid (1) for a prefill, (rows)
 // for a batch; block (THREADS)
-extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
+// One block a row: the registers are not held to two blocks an SM.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) )cuda" +
              k.entry + "(" + kernelParameters(k) + R"cuda() {
-  __shared__ unsigned long long best[THREADS];
+  __shared__ unsigned long long best[THREADS / 32]; // [warps]
   __shared__ float scratch[32], chunk_mass[THREADS];
   kiln_launch_dependents();
   const int b = blockIdx.x, n = count[0];
@@ -124,40 +128,63 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS) )cuda" +
   // The step's tokens are seen now (a sampled token counts once it is fed
   // back), then the penalties: repetition (CTRL's: divide a positive logit,
   // multiply a negative one), presence and frequency (subtracted). At their
-  // defaults (1, 0, 0) they leave every logit as it is.
+  // defaults (1, 0, 0) they leave every logit as it is, and the history is
+  // not read. The same pass keeps the first index of the largest key,
+  // (key, V - 1 - index) maximized, and stores the logits for the draw
+  // (greedy needs nothing but the index).
   for (int j = first + t; j <= at; j += THREADS)
     atomicAdd(&history[tokens[j]], 1);
   __syncthreads();
-  for (int i = t; i < V; i += THREADS) {
-    float l = row[i];
-    if (s.biased)
-      l += bias[i];
-    const int seen = history[i];
-    if (seen > 0) {
-      l = l > 0.0f ? l / s.repetition_penalty : l * s.repetition_penalty;
-      l -= s.presence_penalty + s.frequency_penalty * (float)seen;
-    }
-    logits[i] = l;
-  }
-  __syncthreads();
-
-  // The first index of the largest key: (key, V - 1 - index), maximized.
-  unsigned long long mine = 0;
-  for (int i = t; i < V; i += THREADS) {
-    const unsigned long long k =
-        ((unsigned long long)kiln_key(logits[i]) << 32) | (unsigned)(V - 1 - i);
-    mine = k > mine ? k : mine;
-  }
-  best[t] = mine;
-  __syncthreads();
-  for (int half = THREADS / 2; half > 0; half >>= 1) {
-    if (t < half && best[t + half] > best[t])
-      best[t] = best[t + half];
-    __syncthreads();
-  }
-  const int top = V - 1 - (int)(best[0] & 0xffffffffu);
   const float temperature = kiln_temperature(s);
-  if (!(temperature > 0.0f) || s.top_k == 1) {
+  const bool greedy = !(temperature > 0.0f) || s.top_k == 1;
+  const bool penalized = s.repetition_penalty != 1.0f ||
+                         s.presence_penalty != 0.0f ||
+                         s.frequency_penalty != 0.0f;
+  // In batches of SWEEP elements a thread whose loads are all issued
+  // before the first is used: one round trip a batch, where a loop that
+  // stores each logit before loading the next pays one an element (the
+  // compiler cannot move a load past a store that may alias it: 63 round
+  // trips, 42 us a step on an H200). Indices past V load V - 1's.
+  unsigned long long mine = 0;
+  for (int base = t; base < V; base += SWEEP * THREADS) {
+    float l[SWEEP], b[SWEEP];
+    int seen[SWEEP];
+#pragma unroll
+    for (int u = 0; u < SWEEP; ++u) {
+      const int i = min(base + u * THREADS, V - 1);
+      l[u] = row[i];
+      b[u] = s.biased ? bias[i] : 0.0f;
+      seen[u] = penalized ? history[i] : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < SWEEP; ++u) {
+      const int i = base + u * THREADS;
+      if (i >= V)
+        break;
+      float v = s.biased ? l[u] + b[u] : l[u];
+      if (seen[u] > 0) {
+        v = v > 0.0f ? v / s.repetition_penalty : v * s.repetition_penalty;
+        v -= s.presence_penalty + s.frequency_penalty * (float)seen[u];
+      }
+      if (!greedy)
+        logits[i] = v;
+      const unsigned long long k =
+          ((unsigned long long)kiln_key(v) << 32) | (unsigned)(V - 1 - i);
+      mine = k > mine ? k : mine;
+    }
+  }
+  // The block's largest: across each warp by shuffles, then the warps'.
+  for (int d = 16; d > 0; d >>= 1) {
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, mine, d);
+    mine = other > mine ? other : mine;
+  }
+  if ((t & 31) == 0)
+    best[t >> 5] = mine;
+  __syncthreads(); // best, and (for the draw) every logit stored
+  for (int w = 0; w < THREADS / 32; ++w)
+    mine = best[w] > mine ? best[w] : mine;
+  const int top = V - 1 - (int)(mine & 0xffffffffu);
+  if (greedy) {
     if (t == 0)
       token[0] = top;
     return;

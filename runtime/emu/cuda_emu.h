@@ -388,26 +388,36 @@ namespace kiln_emu {
 /// returned, or the block ends before it), whose value CUDA leaves
 /// undefined, so that a kernel that uses one shows it in its numbers.
 /// Every lane posts, the warp meets, every lane reads, the warp meets again
-/// (so no lane overwrites a value not yet read).
+/// (so no lane overwrites a value not yet read). An 8-byte value moves as
+/// two 4-byte halves, as CUDA's 64-bit shuffles do.
 template <typename T, typename From> T shuffle(T v, From from) {
-  static_assert(sizeof(T) == sizeof(float));
-  Thread &t = self();
-  std::vector<float> &lanes = block->lanes;
-  std::memcpy(&lanes[t.linear], &v, sizeof v);
-  yield(Wait::Warp);
-  const int src = from(t.linear & 31);
-  const int at = (t.linear & ~31) | (src & 31);
-  T r = v;
-  if (src >= 0 && src < 32) {
-    if (at < int(lanes.size()) && !block->threads[at].done) {
-      std::memcpy(&r, &lanes[at], sizeof r);
-    } else {
-      const uint32_t undefined = 0x7fc00000u; // a quiet NaN
-      std::memcpy(&r, &undefined, sizeof r);
+  static_assert(sizeof(T) == sizeof(float) || sizeof(T) == 2 * sizeof(float));
+  if constexpr (sizeof(T) == 2 * sizeof(float)) {
+    uint32_t half[2];
+    std::memcpy(half, &v, sizeof v);
+    half[0] = shuffle(half[0], from);
+    half[1] = shuffle(half[1], from);
+    std::memcpy(&v, half, sizeof v);
+    return v;
+  } else {
+    Thread &t = self();
+    std::vector<float> &lanes = block->lanes;
+    std::memcpy(&lanes[t.linear], &v, sizeof v);
+    yield(Wait::Warp);
+    const int src = from(t.linear & 31);
+    const int at = (t.linear & ~31) | (src & 31);
+    T r = v;
+    if (src >= 0 && src < 32) {
+      if (at < int(lanes.size()) && !block->threads[at].done) {
+        std::memcpy(&r, &lanes[at], sizeof r);
+      } else {
+        const uint32_t undefined = 0x7fc00000u; // a quiet NaN
+        std::memcpy(&r, &undefined, sizeof r);
+      }
     }
+    yield(Wait::Warp);
+    return r;
   }
-  yield(Wait::Warp);
-  return r;
 }
 
 /// One bit per live lane of the warp whose predicate holds, and the live

@@ -20,15 +20,16 @@ namespace {
 
 constexpr int64_t kVocab = 50;
 
-class SampleKernel : public ::testing::Test {
-protected:
-  static void SetUpTestSuite() {
-    CudaKernel k = emitSampler(kVocab);
+/// The sampling kernel of a vocabulary, compiled for the emu device.
+struct Sampler {
+  explicit Sampler(int64_t vocab) : vocab(vocab) {
+    CudaKernel k = emitSampler(vocab);
     auto fns = compileEmuKernels(
         {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
-    ASSERT_TRUE(fns.ok()) << fns.status();
-    launch_ = (*fns)[0];
-    threads_ = unsigned(k.blockThreads);
+    EXPECT_TRUE(fns.ok()) << fns.status();
+    if (fns.ok())
+      launch = (*fns)[0];
+    threads = unsigned(k.blockThreads);
   }
 
   /// The kernel's token for the last of `rows` rows of logits; the rows'
@@ -38,15 +39,15 @@ protected:
   int32_t sample(const std::vector<float> &logits, SamplingParams p,
                  std::vector<int32_t> tokens = {},
                  std::vector<int32_t> *history = nullptr,
-                 const LogitBias &bias = {}) {
-    int32_t count[2] = {int32_t(logits.size() / kVocab), 0}, token = -1;
+                 const LogitBias &bias = {}) const {
+    int32_t count[2] = {int32_t(logits.size() / vocab), 0}, token = -1;
     tokens.resize(count[0], 0);
-    std::vector<int32_t> fresh(kVocab, 0); // [V]
+    std::vector<int32_t> fresh(vocab, 0); // [V]
     std::vector<int32_t> &seen = history ? *history : fresh;
-    std::vector<float> biasRow(kVocab, 0.0f); // [V]
+    std::vector<float> biasRow(vocab, 0.0f); // [V]
     for (auto [t, b] : bias)
       biasRow[t] += b;
-    std::vector<float> scratch(2 * kVocab); // [2, V]
+    std::vector<float> scratch(2 * vocab);  // [2, V]
     std::vector<int32_t> seqs(count[0], 0); // [rows]: all one sequence
     void *args[] = {const_cast<float *>(logits.data()),
                     count,
@@ -57,15 +58,31 @@ protected:
                     biasRow.data(),
                     scratch.data(),
                     &token};
-    launch_(1, 1, 1, threads_, args);
+    if (launch)
+      launch(1, 1, 1, threads, args);
     return token;
   }
 
-  static EmuLaunchFn launch_;
-  static unsigned threads_;
+  int64_t vocab;
+  EmuLaunchFn launch = nullptr;
+  unsigned threads = 0;
 };
-EmuLaunchFn SampleKernel::launch_ = nullptr;
-unsigned SampleKernel::threads_ = 0;
+
+class SampleKernel : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() { sampler_ = new Sampler(kVocab); }
+  static void TearDownTestSuite() { delete sampler_; }
+
+  int32_t sample(const std::vector<float> &logits, SamplingParams p,
+                 std::vector<int32_t> tokens = {},
+                 std::vector<int32_t> *history = nullptr,
+                 const LogitBias &bias = {}) {
+    return sampler_->sample(logits, p, std::move(tokens), history, bias);
+  }
+
+  static Sampler *sampler_;
+};
+Sampler *SampleKernel::sampler_ = nullptr;
 
 std::vector<float> randomLogits(std::mt19937 &rng, int64_t rows) {
   std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -219,7 +236,8 @@ TEST_F(SampleKernel, ABatchSamplesEveryRowAsItsSequence) {
   void *args[] = {
       logits.data(),  n,           params.data(),  tokens.data(), seqs.data(),
       history.data(), bias.data(), scratch.data(), sampled.data()};
-  launch_(rows, 1, 1, threads_, args);
+  ASSERT_NE(sampler_->launch, nullptr);
+  sampler_->launch(rows, 1, 1, sampler_->threads, args);
   for (int b = 0; b < count; ++b) {
     std::vector<int32_t> seen(kVocab, 0); // [V]
     if (seqs[b] == 2)
@@ -235,6 +253,48 @@ TEST_F(SampleKernel, ABatchSamplesEveryRowAsItsSequence) {
     EXPECT_EQ(history[seqs[b] * kVocab + tokens[b]], seen[tokens[b]]);
   }
   EXPECT_EQ(sampled[3], -1);
+}
+
+TEST(SampleKernelLargeVocabulary, EveryBatchOfTheSweepCounts) {
+  // A vocabulary past the kernel's batches of loads (16 x 512 a batch,
+  // the last one partial): greedy finds the first largest in the last
+  // batch, NaNs lose, and draws with penalties over a long history follow
+  // the host rule.
+  constexpr int64_t vocab = 32003;
+  Sampler sampler(vocab);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(vocab); // [V]
+  for (float &l : logits)
+    l = normal(rng);
+  logits[vocab - 1] = 30.0f; // the tail of the last batch
+  logits[31000] = 30.0f;     // the first largest
+  logits[5] = std::nanf("");
+  logits[8191] = 29.0f; // the end of the first batch
+  EXPECT_EQ(sampler.sample(logits, {}), 31000);
+  logits[31000] = 0.0f;
+  EXPECT_EQ(sampler.sample(logits, {}), vocab - 1);
+  logits[vocab - 1] = 0.0f;
+  EXPECT_EQ(sampler.sample(logits, {}), 8191);
+
+  std::vector<int32_t> history(vocab, 0); // [V]
+  for (int i = 0; i < vocab; i += 7)
+    history[i] = 1 + i % 3;
+  std::vector<int32_t> host = history;
+  SamplingParams greedy;
+  greedy.repetitionPenalty = 100.0f; // 8191 seen: 29 / 100 loses
+  history[8191] = host[8191] = 1;
+  int32_t token = sampler.sample(logits, greedy, {}, &history);
+  EXPECT_NE(token, 8191);
+  EXPECT_EQ(token, sampleOnHost(logits.data(), vocab, greedy, host.data()));
+  SamplingParams p{0.8f, 0.9f, 40, 51, 0, 1.3f, 0.4f, 0.2f};
+  for (uint32_t step = 0; step < 4; ++step) {
+    p.step = step;
+    token = sampler.sample(logits, p, {}, &history);
+    ASSERT_EQ(token, sampleOnHost(logits.data(), vocab, p, host.data()))
+        << "step " << step;
+    ASSERT_TRUE(checkSampled(logits.data(), vocab, p, token, host.data()).ok());
+  }
 }
 
 TEST(Sampling, CheckSampledNamesTheCut) {
