@@ -207,6 +207,10 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   constexpr bool STATIC_GROUPS =
       ONE_GROUP || ((KPG % STEPS == 0 || STEPS % KPG == 0) &&
                     (UNROLL * STEPS) % KPG == 0);
+  // Whole passes: every warp's span is a multiple of UNROLL loads, so no
+  // load of a pass needs its own bound check (nor a predicate and a
+  // branch of its own).
+  constexpr bool WHOLE_PASSES = SPAN % UNROLL == 0 && LOADS % UNROLL == 0;
   const int begin = part * SPAN;
   const int end = live ? min(LOADS, begin + SPAN) : begin;
   const uint4 *wp[PARTS];
@@ -275,19 +279,27 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // Decode stages x: XPT pairs of columns a thread, 2 (threadIdx.x + i
   // THREADS), and g's with them.
   constexpr int XPT = STAGE_X ? (K / 2 + THREADS - 1) / THREADS : 1;
+  // Every thread's pairs are in the row (no bound check: a predicated
+  // assignment put x's pairs in local memory under the register cap).
+  constexpr bool WHOLE_X = K % (2 * THREADS) == 0;
   __half2 g_pairs[STAGE_X && NORM ? XPT : 1];
   if constexpr (STAGE_X && NORM) {
 #pragma unroll
     for (int i = 0; i < XPT; ++i) {
       const int j = 2 * (threadIdx.x + i * THREADS);
-      if (j < K)
+      if (WHOLE_X || j < K)
         g_pairs[i] = *reinterpret_cast<const __half2 *>(gs + j);
     }
   }
 )cuda";
   if (!fused)
     os << R"cuda(  const long long row0 = (long long)blockIdx.y * 8 * NT;
-  const int rows = (int)min((long long)8 * NT, (long long)count[0] - row0);
+  // The block's rows of the step. Decode reads the count only for its
+  // stores: held across the loop, it was spilled under the register cap.
+  auto rows_of_step = [&] {
+    return (int)min((long long)8 * NT, (long long)count[0] - row0);
+  };
+  const int rows = STAGE_X ? 1 : rows_of_step();
 )cuda";
   else
     os << R"cuda(  constexpr long long row0 = 0;
@@ -321,7 +333,7 @@ kiln_stage_groups(void *to, const unsigned char *section) {
 #pragma unroll
     for (int i = 0; i < XPT; ++i) {
       const int j = 2 * (threadIdx.x + i * THREADS);
-      if (j < K) {
+      if (WHOLE_X || j < K) {
         if constexpr (PERM)
           x_pairs[i] =
               __halves2half2(x[row0 * K + perm[j]], x[row0 * K + perm[j + 1]]);
@@ -333,7 +345,7 @@ kiln_stage_groups(void *to, const unsigned char *section) {
 #pragma unroll
     for (int i = 0; i < XPT; ++i) {
       const int j = 2 * (threadIdx.x + i * THREADS);
-      if (j < K) {
+      if (WHOLE_X || j < K) {
         __half2 v = x_pairs[i];
         if constexpr (RMS) {
           const float2 f = __half22float2(v);
@@ -512,18 +524,19 @@ kiln_stage_groups(void *to, const unsigned char *section) {
     for (int i = 0; i < NT; ++i) {
       unsigned b[2] = {0u, 0u}; // x rows past the count are zeros
       const int r = i * 8 + g;
-      if constexpr (STAGE_X) { // decode's one row, staged
-        if (r == 0) {
+      if constexpr (STAGE_X) {
+        // Decode's one row, staged, in every column of B: column g of C
+        // then holds the token's sums too, which no one reads (the
+        // epilogue takes column 0), and no lane selects or zeroes.
 #ifdef KILN_CUDA_EMU_H
-          const uint2 v = *reinterpret_cast<const uint2 *>(xs + k0 + 4 * t);
-          b[0] = v.x;
-          b[1] = v.y;
+        const uint2 v = *reinterpret_cast<const uint2 *>(xs + k0 + 4 * t);
+        b[0] = v.x;
+        b[1] = v.y;
 #else
-          asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
-                       : "=r"(b[0]), "=r"(b[1])
-                       : "r"(xs_at + 2 * k0));
+        asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
+                     : "=r"(b[0]), "=r"(b[1])
+                     : "r"(xs_at + 2 * k0));
 #endif
-        }
       } else if (r < rows) {
         __half2 x0, x1;
         if constexpr (PERM) { // x's columns perm[j] of the buffer's j
@@ -557,31 +570,51 @@ kiln_stage_groups(void *to, const unsigned char *section) {
       }
     }
   };
-  // UNROLL loads a lane in flight through each step: the next step's are
-  // issued, all at once, before this step's are used.
+  // UNROLL loads a lane in flight through each pass. Where decode's
+  // groups are staged (no load in the loop but W's), passes are whole
+  // (WHOLE_PASSES, above), and a GEMV of one tile a warp (64 registers
+  // under the cap) refills each load's registers with the next pass's
+  // load once its words are used: they hold UNROLL loads, not a pass
+  // being used and the next arriving (double buffered with whole passes,
+  // int4's 32 registers of loads spilled). Elsewhere the next pass's loads
+  // are issued, all at once, before this pass's are used (SwiGLU's two
+  // tiles refilled went out late, behind the pass's work; where groups
+  // are loaded in the loop, whole passes spilled).
+  constexpr bool STAGED = STAGE_X && (STAGE_GROUPS || ONE_GROUP);
+  constexpr bool WHOLE = STAGED && WHOLE_PASSES && !(SWIGLU && MINS);
+  constexpr bool REFILL = STAGED && !SWIGLU;
 #pragma unroll 1
   for (int l = begin; l < end; l += UNROLL) {
-    uint4 cur[PARTS][UNROLL];
+    uint4 cur[PARTS][REFILL ? 1 : UNROLL]; // double buffered: this pass's
+    if constexpr (!REFILL) {
 #pragma unroll
-    for (int p = 0; p < PARTS; ++p)
+      for (int p = 0; p < PARTS; ++p)
 #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        cur[p][u] = buf[p][u];
-        if (l + UNROLL + u < end)
-          buf[p][u] =
-              kiln_stream_load(wp[p] + (long long)(l + UNROLL + u) * 32);
-      }
+        for (int u = 0; u < UNROLL; ++u) {
+          cur[p][u] = buf[p][u];
+          if (WHOLE ? l + UNROLL < end : l + UNROLL + u < end)
+            buf[p][u] =
+                kiln_stream_load(wp[p] + (long long)(l + UNROLL + u) * 32);
+        }
+    }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-      if (l + u < end) { // the same for the whole warp
+      if (WHOLE || l + u < end) { // the same for the whole warp
         unsigned q[PARTS][4];
 #pragma unroll
-        for (int p = 0; p < PARTS; ++p)
-          q[p][0] = cur[p][u].x, q[p][1] = cur[p][u].y,
-          q[p][2] = cur[p][u].z, q[p][3] = cur[p][u].w;
+        for (int p = 0; p < PARTS; ++p) {
+          const uint4 v = REFILL ? buf[p][u] : cur[p][REFILL ? 0 : u];
+          q[p][0] = v.x, q[p][1] = v.y, q[p][2] = v.z, q[p][3] = v.w;
+        }
 #pragma unroll
         for (int s = 0; s < STEPS; ++s)
           step(q, s, (l + u) * STEPS + s, u * STEPS + s);
+        if constexpr (REFILL)
+#pragma unroll
+          for (int p = 0; p < PARTS; ++p)
+            if (l + UNROLL + u < end)
+              buf[p][u] =
+                  kiln_stream_load(wp[p] + (long long)(l + UNROLL + u) * 32);
       }
     }
   }
@@ -633,13 +666,13 @@ kiln_stage_groups(void *to, const unsigned char *section) {
 )cuda";
   if (!fused)
     os << R"cuda(  // c0, c1: W row g, x rows 2t and 2t + 1; c2, c3: W row g + 8.
+  const int stored = STAGE_X ? rows_of_step() : rows;
 #pragma unroll
   for (int i = 0; i < NT; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int r = i * 8 + 2 * t + (j & 1),
-                col = tiles[0] * 16 + g + 8 * (j >> 1);
-      if (r < rows && col < N)
+      const int r = i * 8 + 2 * t + (j & 1), col = wt * 16 + g + 8 * (j >> 1);
+      if (r < stored && col < N)
         c[(row0 + r) * N + col] = acc[0][i][j];
     }
 }
