@@ -26,7 +26,8 @@
 // start one is known once the loop is unrolled and the others carry no
 // group bookkeeping. Decode's one token is staged in shared memory first
 // (times g, in the B fragments' order: one 8-byte load a lane a k-step,
-// by a .shared address taken once), all its loads at once, a fused
+// by a .shared address taken once, into every column of B: the other
+// columns of C hold the same sums, which no one reads), all its loads at once, a fused
 // RMSNorm's sum of squares taken from them; the block's groups (scales,
 // mins, zero points) are copied beside it by cp.async with the first
 // loads of W (where they fit 48 KB), so that no group's flush waits for
