@@ -27,8 +27,8 @@
 // group bookkeeping. Decode's one token is staged in shared memory first
 // (times g, in the B fragments' order: one 8-byte load a lane a k-step,
 // by a .shared address taken once, into every column of B: the other
-// columns of C hold the same sums, which no one reads), all its loads at once, a fused
-// RMSNorm's sum of squares taken from them; the block's groups (scales,
+// columns of C hold the same sums, which no one reads), all its loads at once,
+// a fused RMSNorm's sum of squares taken from them; the block's groups (scales,
 // mins, zero points) are copied beside it by cp.async with the first
 // loads of W (where they fit 48 KB), so that no group's flush waits for
 // memory; a fused residual is loaded with x. The registers are capped for
@@ -580,7 +580,8 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // int4's 32 registers of loads spilled). Elsewhere the next pass's loads
   // are issued, all at once, before this pass's are used (SwiGLU's two
   // tiles refilled went out late, behind the pass's work; where groups
-  // are loaded in the loop, whole passes spilled).
+  // are loaded in the loop, and for SwiGLU with mins on sm_80, whole
+  // passes spilled).
   constexpr bool STAGED = STAGE_X && (STAGE_GROUPS || ONE_GROUP);
   constexpr bool WHOLE = STAGED && WHOLE_PASSES && !(SWIGLU && MINS);
   constexpr bool REFILL = STAGED && !SWIGLU;

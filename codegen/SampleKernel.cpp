@@ -23,11 +23,12 @@
 //
 // One pass over the row applies the bias and penalties, keeps the largest
 // key and (unless greedy) stores the logits, its loads in batches issued
-// before their first use. Thresholds are found exactly, without sorting, by a descent over the 32
-// bits of an order-preserving key of the logits: each bit is one block-wide
-// count (top-k) or mass (top-p). Every sum runs in a fixed order, so a seed
-// gives the same tokens on every run. It waits for the previous kernel
-// (PDL) first: all it reads but the host's inputs is earlier kernels'.
+// before their first use. Thresholds are found exactly, without sorting, by a
+// descent over the 32 bits of an order-preserving key of the logits: each bit
+// is one block-wide count (top-k) or mass (top-p). Every sum runs in a fixed
+// order, so a seed gives the same tokens on every run. It waits for the
+// previous kernel (PDL) first: all it reads but the host's inputs is earlier
+// kernels'.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
