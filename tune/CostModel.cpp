@@ -74,7 +74,7 @@ ComputeRate computeRate(const GpuModel &gpu, const WarpWork &w) {
       {w.mmaFlops / (peak * gpu.mmaSyncShare) + w.wgmmaFlops / peak,
        "tensor cores"},
       {32.0 * w.fma / gpu.fmaLanesPerSm, "FMA pipe"},
-      {w.instructions / gpu.issuePerSm, "issue"},
+      {w.instructions / (gpu.issuePerSm * gpu.issueEfficiency), "issue"},
       {32.0 * w.mufu / gpu.sfuLanesPerSm, "SFU"},
       {w.sharedCycles, "shared memory"},
   };

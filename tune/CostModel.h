@@ -26,7 +26,8 @@ namespace kiln {
 
 /// A GPU as the model sees it. Every figure is a data-sheet figure or
 /// derived from per-clock rates at one clock (docs/cost-model.md gives the
-/// sources); hbmEfficiency and memoryLatency are assumptions.
+/// sources); hbmEfficiency and memoryLatency are assumptions,
+/// issueEfficiency a fit to what an H200 measured.
 struct GpuModel {
   std::string name;      // the tuning database's key ("NVIDIA H200 (cost
                          // model)")
@@ -35,7 +36,7 @@ struct GpuModel {
   double clockHz = 1.83e9; // the clock the tensor-core peak is quoted at
   double hbmBytesPerSecond = 4.8e12, l2BytesPerSecond = 12e12;
   /// The share of the spec bandwidth a streaming read reaches at best (an
-  /// assumption until a GPU's copy bandwidth is measured: bench/gpu_check.sh).
+  /// assumption; an H200's copies reached 0.88 of it: bench/RESULTS.md).
   double hbmEfficiency = 0.9;
   double flops = 61.8e12;        // fp32 on CUDA cores: sms x 128 x 2 x clock
   double tensorFlops = 989.4e12; // fp16 in, fp32 accumulate, dense
@@ -50,6 +51,12 @@ struct GpuModel {
   /// lanes (MUFU), warp instructions issued (one scheduler per quarter),
   /// shared-memory bytes.
   int fmaLanesPerSm = 128, sfuLanesPerSm = 16, issuePerSm = 4;
+  /// The share of its issue slots a scheduler fills in a compute loop
+  /// (stalls on dependences, the pipes' queues): fit to the eight
+  /// quantized decode GEMVs an H200 timed on 2026-12-04, whose loops
+  /// (0.18 instructions a weight) bound them at this share within 10%
+  /// (docs/cost-model.md, "Calibration"); assumed on the other GPUs.
+  double issueEfficiency = 0.56;
   int sharedBytesPerClock = 128;
   double memoryLatency = 600e-9; // seconds: bytes in flight = BW x latency
   int maxThreadsPerSm = 2048, registersPerSm = 65536, maxBlocksPerSm = 32;
@@ -99,7 +106,8 @@ struct WarpWork {
 /// The FLOPs an SM completes per clock running `w` over and over with its
 /// pipes all busy, and the pipe that limits it: the useful FLOPs of a pass
 /// (the tensor cores' when it has any, else the FMA pipe's) over its
-/// cycles on the busiest pipe (issue: instructions / issuePerSm; FMA:
+/// cycles on the busiest pipe (issue: instructions / (issuePerSm x
+/// issueEfficiency); FMA:
 /// 32 x fma / fmaLanesPerSm; SFU: 32 x mufu / sfuLanesPerSm; shared
 /// memory; tensor cores: mmaFlops at mmaSyncShare of the peak, wgmma at
 /// the peak). Zero when the pass does no FLOPs.

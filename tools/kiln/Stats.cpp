@@ -334,18 +334,17 @@ void printTensorParallel(ModuleOp fused, const LlamaConfig &c) {
   // dependent launch, each collective's latency and its ring traffic over
   // NVLink.
   const int64_t context = std::min<int64_t>(1024, c.maxPositions);
-  const int64_t kvBytes = cache ? 2 * c.numLayers * cache.getSlotBytes() *
-                                      context
-                                : 0;
+  const int64_t kvBytes =
+      cache ? 2 * c.numLayers * cache.getSlotBytes() * context : 0;
   const int64_t kernels = countKernels(decode);
   os << llvm::formatv("    predicted (cost model, not measured): batch 1's "
                       "decode at a context of {0} on {1} GPUs\n",
                       context, ranks);
   for (const GpuModel &g : gpuModelsFor("sm_90")) {
     double memory = double(rank + kvBytes) / g.reachableHbm();
-    double launches = kernels * (g.dependentLaunch ? g.dependentLaunchMicros
-                                                   : g.launchMicros) *
-                      1e-6;
+    double launches =
+        kernels *
+        (g.dependentLaunch ? g.dependentLaunchMicros : g.launchMicros) * 1e-6;
     double ring = 2.0 * (ranks - 1) / ranks * reduceBytes + gathered;
     double links =
         (reduces + 1) * g.collectiveMicros * 1e-6 + ring / g.linkBytesPerSecond;
@@ -463,6 +462,7 @@ llvm::json::Value predictionJson(const std::string &model,
         {"tensor_tflops", g.tensorFlops / 1e12},
         {"fp32_tflops", g.flops / 1e12},
         {"mma_sync_share", g.mmaSyncShare},
+        {"issue_efficiency", g.issueEfficiency},
         {"sms", g.sms},
         {"memory_latency_ns", g.memoryLatency * 1e9},
         {"launch_us", g.launchMicros},
@@ -606,8 +606,8 @@ absl::Status printPredictions(ModuleOp fused, const std::string &model,
     os << llvm::formatv(
         "    {0}: {1:F2} TB/s of HBM ({2:F0}% of it reachable, "
         "assumed), {3:F0} TFLOP/s dense fp16 on tensor cores "
-        "({4:F0}% with mma.sync), {5:F1} fp32, {6} SMs, {7} us "
-        "a launch{8}\n",
+        "({4:F0}% with mma.sync), {5:F1} fp32, {6} SMs, {9:F0}% of "
+        "issue slots filled (fit to an H200), {7} us a launch{8}\n",
         g.shortName, g.hbmBytesPerSecond / 1e12, 100 * g.hbmEfficiency,
         g.tensorFlops / 1e12, 100 * g.mmaSyncShare, g.flops / 1e12, g.sms,
         g.launchMicros,
@@ -615,7 +615,8 @@ absl::Status printPredictions(ModuleOp fused, const std::string &model,
                                           "assumed)",
                                           g.dependentLaunchMicros)
                                 .str()
-                          : std::string());
+                          : std::string(),
+        100 * g.issueEfficiency);
   auto row = [&](const std::string &label, auto cell) {
     os << llvm::formatv("    {0,-44}", label);
     for (size_t g = 0; g < gpus.size(); ++g)
