@@ -8,8 +8,9 @@
 // (kiln_qkv_task), reading the matmul from memory instead of computing it.
 // A quantized cache's heads are a warp's each (kiln_qkv_head: the head's
 // largest magnitude sets its scale). Rows at and past the real token count
-// (a bucket's padding) are skipped. Decode runs it too when the weight is
-// quantized or the cache is: the GEMM first, then this.
+// (a bucket's padding) are skipped. Decode runs it too when the cache is
+// quantized, or the weight is and its head dim is not a multiple of 32
+// (decodesAsPrefill): the GEMM first, then this.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"

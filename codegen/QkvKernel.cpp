@@ -6,8 +6,9 @@
 // result), the two columns of k that RoPE rotates together (rotated and
 // stored in the cache), or two columns of v (stored in the cache).
 // Positions and the block table are read on the device, so the launch is
-// the same for every step. qkvShape() writes what decode's kernel and
-// prefill's epilogue (QkvEpilogueKernel.cpp) share.
+// the same for every step. A quantized weight's is the quantized GEMV's
+// (QuantGemmKernel.cpp), with the same tasks. qkvShape() writes what decode's
+// kernel and prefill's epilogue (QkvEpilogueKernel.cpp) share.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -134,6 +135,8 @@ kiln_qkv_head(int h, int pos, int len, long long slot, Value value,
 
 llvm::Expected<CudaKernel> emitQkvGemv(Operation *op,
                                        const CodegenOptions &opts) {
+  if (hasQuantizedWeight(op)) // dequantized in registers, on tensor cores
+    return emitQuantGemm(op, opts, Phase::decode, /*fused=*/true);
   if (llvm::Error e = requireDenseWeight(op->getOperand(1).getType()))
     return std::move(e);
   if (cast<KVCacheType>(cast<FusedQKVOp>(op).getCache().getType())

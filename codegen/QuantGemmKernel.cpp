@@ -35,7 +35,9 @@
 // 32 warps an SM (16 with SwiGLU). Rows at and past the step's count are
 // not loaded (zero fragments). It waits for the previous kernel (PDL)
 // after issuing its first loads of W (and decode's groups), before it
-// reads x.
+// reads x. Decode's fused_qkv stores q, rotates k and writes k and v into
+// the pool in this kernel, its blocks two tiles half a head apart so that
+// RoPE's pairs meet in the block.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -63,9 +65,19 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   const bool norm = weight->norm;
   const QuantFormat *quant = &weight->format;
   QuantLayout layout = quantLayout(*quant, n, kdim, norm);
-  // Fused (decode's fused_linear): the epilogue in this kernel.
+  // Decode's fused_qkv into an f16 cache: the GEMV stores q, rotates k
+  // and writes k and v into the token's slot (decodesAsPrefill says when
+  // it cannot). A block holds two tiles half a head apart, so that RoPE's
+  // pairs (i, i + DH / 2) are the same lanes' rows of its two tiles
+  // (INTERLEAVED's (2i, 2i + 1) share a tile).
+  auto qkvOp = dyn_cast<FusedQKVOp>(op);
+  const bool qkv = fused && qkvOp;
+  // Fused (decode's fused_linear, fused_qkv): the epilogue in this kernel.
   LinearShape shape;
-  if (fused) {
+  if (qkv) {
+    if (auto eps = qkvOp.getNormEpsilon())
+      shape.eps = eps->convertToDouble();
+  } else if (fused) {
     auto s = linearShape(op);
     if (!s)
       return s.takeError();
@@ -98,14 +110,37 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   while (splitK < maxSplitK && warpTiles * splitK < 32 * 132 &&
          loads / (2 * splitK) >= unroll)
     splitK *= 2;
-  const int tilesPerBlock = std::max(1, 8 / splitK);
+  const int tilesPerBlock = qkv ? 2 : std::max(1, 8 / splitK);
+  // fused_qkv: a block's second tile is PAIR_STRIDE tiles after its first
+  // (half a head with rotate-half RoPE, else the next).
+  int64_t pairStride = 0;
+  KVCacheType cache;
+  bool interleaved = false;
+  if (qkv) {
+    cache = cast<KVCacheType>(qkvOp.getCache().getType());
+    interleaved = qkvOp.getRopeTheta() &&
+                  *qkvOp.getRopeLayout() == RopeLayout::interleaved;
+    bool rotateHalf = qkvOp.getRopeTheta() && !interleaved;
+    if (cache.isQuantized() || cache.getHeadDim() % 32 || warpTiles % 2)
+      return llvm::createStringError(
+          "the quantized GEMV of a fused_qkv writes an f16 cache of head "
+          "dims a multiple of 32 (decodesAsPrefill)");
+    pairStride = rotateHalf ? cache.getHeadDim() / 32 : 1;
+  }
 
   CudaKernel k =
       kernelFor(op, (fused ? "" : kQuantGemmSuffix) + opts.kernelSuffix);
   k.params = {{ParamKind::Activation, "x", "const __half *"},
               {ParamKind::Weight, "w", "const unsigned char *"}};
   ResultStores outs;
-  if (fused) {
+  if (qkv) {
+    llvm::append_range(k.params, kvCacheParams(cache, /*readOnly=*/false));
+    k.params.insert(k.params.end(),
+                    {{ParamKind::BlockTable, "block_table", "const int *"},
+                     {ParamKind::RowSequence, "seqs", "const int *"},
+                     {ParamKind::Positions, "positions", "const int *"},
+                     {ParamKind::Activation, "q", "__half *"}});
+  } else if (fused) {
     if (shape.residual)
       k.params.push_back({ParamKind::Activation, "residual", "const __half *"});
     outs = resultStores(op, k);
@@ -135,7 +170,22 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   os << "constexpr bool FUSED = " << (fused ? "true" : "false")
      << ", SWIGLU = " << (swiglu ? "true" : "false")
      << ", RESIDUAL = " << (fused && shape.residual ? "true" : "false")
-     << ", RMS = " << (fused && shape.eps ? "true" : "false") << ";\n";
+     << ", RMS = " << (fused && shape.eps ? "true" : "false")
+     << ", QKV = " << (qkv ? "true" : "false") << ";\n";
+  os << "constexpr int PAIR_STRIDE = " << pairStride << ";\n";
+  if (qkv) {
+    int64_t kvw = cache.getSlotWidth();
+    std::optional<double> theta;
+    if (auto t = qkvOp.getRopeTheta())
+      theta = t->convertToDouble();
+    os << ropePrelude(cache.getHeadDim(), theta, qkvOp.getRopeLinear(),
+                      qkvOp.getRopeDynamicAttr());
+    os << "constexpr int QW = " << n - 2 * kvw << ", KVW = " << kvw
+       << ", DH = " << cache.getHeadDim() << ";\n";
+    os << "constexpr bool ROPE = " << (theta ? "true" : "false")
+       << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
+    os << poolConstants(op) << kvCachePrelude(cache);
+  }
   os << "constexpr int PARTS = SWIGLU ? 2 : 1, WARP_TILES = " << warpTiles
      << ";\n";
   os << "constexpr float EPS = "
@@ -144,7 +194,11 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   os << quantPrelude();
   os << "\n// x [S, K] f16, w the " << quant->name() << " buffer ("
      << layout.bytes << " bytes), "
-     << (fused
+     << (qkv ? std::string("k_cache/v_cache this layer's keys and values "
+                           "in the pool [slot, KVW] f16, block_table "
+                           "[sequences, TABLE_BLOCKS] i32, seqs [1] i32, "
+                           "positions [1] i32, q [1, QW] f16")
+         : fused
              ? std::string(shape.residual ? "residual [1, TASKS] f16, " : "") +
                    "the results [1, TASKS]"
              : std::string("c [S, N] f32, count [1] i32"))
@@ -158,6 +212,15 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   // spill at 64), the registers held to what that leaves.
   const int decodeThreads = swiglu ? 512 : 1024;
   os << R"cuda(
+// Tile i of this block: the next TPB from blockIdx.x * TPB, or (fused_qkv)
+// tiles PAIR_STRIDE apart, in chunks of 2 PAIR_STRIDE.
+__device__ __forceinline__ int kiln_block_tile(int i) {
+  if constexpr (PAIR_STRIDE > 0)
+    return blockIdx.x / PAIR_STRIDE * 2 * PAIR_STRIDE +
+           blockIdx.x % PAIR_STRIDE + i * PAIR_STRIDE;
+  return blockIdx.x * TPB + i;
+}
+
 // Decode: a section of the block's groups (PAIR bytes an entry: rows g and
 // g + 8) into shared memory by cp.async, 16 bytes a copy: [PARTS][TPB]
 // runs of a tile's GROUPS x 8 entries, contiguous in the buffer's section
@@ -173,7 +236,7 @@ kiln_stage_groups(void *to, const unsigned char *section) {
     if (ALL % THREADS && c >= ALL)
       break;
     const int run = c / CHUNKS, p = run / TPB;
-    const int tile = blockIdx.x * TPB + run % TPB;
+    const int tile = kiln_block_tile(run % TPB);
     kiln_cp_async16(
         static_cast<unsigned char *>(to) + (long long)c * 16,
         section +
@@ -191,7 +254,7 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   os << R"cuda(  kiln_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int wt = blockIdx.x * TPB + warp / SPLIT_K, part = warp % SPLIT_K;
+  const int wt = kiln_block_tile(warp / SPLIT_K), part = warp % SPLIT_K;
   const bool live = wt < WARP_TILES;
   int tiles[PARTS]; // the W tiles this warp streams
   tiles[0] = live ? wt : 0;
@@ -273,7 +336,20 @@ kiln_stage_groups(void *to, const unsigned char *section) {
       kiln_stage_groups<2>(group_stage + ZEROS_OFF, w + ZEROS);
     kiln_cp_async_commit();
   }
-  kiln_wait_previous_grid(); // x is the previous kernel's; W was not
+)cuda";
+  // fused_qkv: the token's slot (the host's inputs, a round trip after
+  // another) is read by one thread before the wait, while W streams in.
+  if (qkv)
+    os << R"cuda(  __shared__ int qkv_pos;          // the token's position
+  __shared__ long long qkv_slot;   // its first element in the layer's pool
+  if (threadIdx.x == 0) {
+    const int pos = positions[0];
+    qkv_pos = pos;
+    qkv_slot = kiln_slot(block_table + (long long)seqs[0] * TABLE_BLOCKS, pos,
+                         BLOCK_SIZE) * KVW;
+  }
+)cuda";
+  os << R"cuda(  kiln_wait_previous_grid(); // x is the previous kernel's; W was not
   if constexpr (STAGE_X) // its staging is straight code
     x = kiln_waited(x);
   const __half *gs = reinterpret_cast<const __half *>(w + NORM_AT);
@@ -642,9 +718,9 @@ kiln_stage_groups(void *to, const unsigned char *section) {
             red[warp][(p * NT + i) * 4 + j][lane] = acc[p][i][j];
     }
     __syncthreads();
-    if (part != 0)
+    if (part != 0 && !QKV) // fused_qkv's warps meet once more below
       return;
-    for (int o = 1; o < SPLIT_K; ++o) {
+    for (int o = 1; (!QKV || part == 0) && o < SPLIT_K; ++o) {
       if constexpr (STAGE_X) {
         if (t == 0)
 #pragma unroll
@@ -663,10 +739,47 @@ kiln_stage_groups(void *to, const unsigned char *section) {
       }
     }
   }
-  if (!live)
+  if (!QKV && !live)
     return;
 )cuda";
-  if (!fused)
+  if (qkv)
+    // Lanes t = 0 of the tiles' first warps hold rows g and g + 8 of each
+    // tile; RoPE's partner of a row of k is in the block, at the same lane
+    // of the other tile (rotate-half) or at row g ^ 1 of its own.
+    os << R"cuda(  __shared__ float tile_rows[TPB][16]; // the block's [q | k | v] rows
+  if (part == 0 && t == 0 && live) {
+    tile_rows[warp / SPLIT_K][g] = acc[0][0][0] * rms_scale;
+    tile_rows[warp / SPLIT_K][g + 8] = acc[0][0][2] * rms_scale;
+  }
+  __syncthreads();
+  if (part != 0 || t != 0 || !live)
+    return;
+  const int pos = qkv_pos;
+  const long long slot = qkv_slot;
+  // Column col of [q | k | v], one of the block's tiles' rows.
+  auto value = [&](int col) {
+    return tile_rows[col / 16 == kiln_block_tile(0) ? 0 : 1][col % 16];
+  };
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int col = wt * 16 + g + 8 * h;
+    const float y = value(col);
+    if (col < QW) {
+      q[col] = __float2half(y);
+    } else if (col < QW + KVW) {
+      const int e = col - QW, head = e - e % DH;
+      float key = y;
+      if constexpr (ROPE)
+        key = kiln_rope_rotate<DH, INTERLEAVED>(
+            [&](int d) { return value(QW + head + d); }, e % DH, pos, pos + 1);
+      k_cache[slot + e] = __float2half(key);
+    } else {
+      v_cache[slot + col - QW - KVW] = __float2half(y);
+    }
+  }
+}
+)cuda";
+  else if (!fused)
     os << R"cuda(  // c0, c1: W row g, x rows 2t and 2t + 1; c2, c3: W row g + 8.
   const int stored = STAGE_X ? rows_of_step() : rows;
 #pragma unroll

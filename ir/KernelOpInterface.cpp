@@ -35,3 +35,14 @@ bool kiln::hasQuantizedWeight(Operation *op) {
   return op->getNumOperands() >= 2 &&
          weightQuant(op->getOperand(1).getType()).has_value();
 }
+
+bool kiln::decodesAsPrefill(Operation *op) {
+  if (hasQuantizedCache(op))
+    return true;
+  if (!hasQuantizedWeight(op))
+    return false;
+  for (Type t : op->getOperandTypes())
+    if (auto cache = dyn_cast<KVCacheType>(t))
+      return cache.getHeadDim() % 32 != 0;
+  return true;
+}

@@ -62,6 +62,13 @@ bool hasQuantizedWeight(mlir::Operation *op);
 /// Whether `op` takes a quantized KV cache (an 8-bit element type).
 bool hasQuantizedCache(mlir::Operation *op);
 
+/// Whether decode's kernel of `op`, a matmul into the KV cache (fused_qkv),
+/// is its prefill's (a GEMM, then the epilogue): with a quantized cache,
+/// whose heads need all their columns at once, and with a quantized weight
+/// whose head dim is not a multiple of 32 (the quantized GEMV rotates k
+/// in a block of two 16-row tiles, half a head apart).
+bool decodesAsPrefill(mlir::Operation *op);
+
 /// The `kiln.phase` of the function that holds `op` (or is it), if any.
 std::optional<Phase> phaseOf(mlir::Operation *op);
 

@@ -26,19 +26,19 @@ def Kiln_KernelOpInterface : OpInterface<"KernelOpInterface"> {
     InterfaceMethod<[{
         The CUDA template (codegen/) that runs the op in `phase`: none when
         only the ref device runs it. Declared by each op in ODS
-        (Kiln_KernelOp's template arguments); a fused_qkv of a quantized
-        weight, or into a quantized cache, decodes as it prefills (its
-        GEMM, then its epilogue: qkv_gemv reads f16 weights only, and
-        writes an f16 cache a column at a time, where a quantized head
-        needs all its columns at once).
+        (Kiln_KernelOp's template arguments); a fused_qkv into a
+        quantized cache decodes as it prefills (its GEMM, then its
+        epilogue: qkv_gemv writes an f16 cache a column at a time, where a
+        quantized head needs all its columns at once), and so does one of
+        a quantized weight whose head dim is not a multiple of 32
+        (decodesAsPrefill).
       }],
       "::kiln::KernelTemplate", "getKernelTemplate",
       (ins "::kiln::Phase":$phase), [{}], [{
         if (phase == ::kiln::Phase::decode &&
             ConcreteOp::kTemplates[static_cast<int>(phase)] ==
                 ::kiln::KernelTemplate::qkv_gemv &&
-            (::kiln::hasQuantizedWeight($_op.getOperation()) ||
-             ::kiln::hasQuantizedCache($_op.getOperation())))
+            ::kiln::decodesAsPrefill($_op.getOperation()))
           phase = ::kiln::Phase::prefill;
         return ConcreteOp::kTemplates[static_cast<int>(phase)];
       }]>,

@@ -283,7 +283,8 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
           call.flops = double(c.flops);
           // A GEMV of a quantized weight is the quantized GEMM's loop (on
           // tensor cores, 8 rows of x a multiply): as .qgemm above.
-          if (t == KernelTemplate::gemv && hasQuantizedWeight(op))
+          if ((t == KernelTemplate::gemv || t == KernelTemplate::qkv_gemv) &&
+              hasQuantizedWeight(op))
             call.workFlops =
                 call.flops * std::ceil(double(rows) / 8) * 8 / double(rows);
           if (t == KernelTemplate::decode_attention) {
