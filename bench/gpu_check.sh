@@ -631,8 +631,11 @@ done
 
 # The quantized GEMVs timed alone (issue 17): int4-g128's decode steps
 # after a 128-token prompt (kiln-run --profile), each kernel's weight
-# bandwidth beside the cost model's prediction, which still says
-# memory-bound where the H200 measured 1-1.4 TB/s (docs/cost-model.md).
+# bandwidth beside the cost model's prediction. The model's issue share
+# is fit to 2026-12-04's times (docs/cost-model.md, "Calibration"); it
+# calls today's GEMVs memory-bound with issue within 10% of their bytes,
+# and these times say whether a warp's few passes overlap the two (a
+# launch timed alone adds about 3.6 us to the model's).
 qbundle="$kit/llama2-7b-int4-g128.kiln"
 if [ -f "$qbundle" ] && [ -f "$work/prompts-decode-128.txt" ]; then
   log="$work/profile-int4.txt"
