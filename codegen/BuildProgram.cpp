@@ -241,8 +241,14 @@ private:
                      llvm::function_ref<std::string(std::string)> variant,
                      int gemmAlgo, QuantGemm quant, std::vector<Launch> &out) {
     std::string name = op.getAttrOfType<StringAttr>("kiln.name").str();
+    // A quantized LM head (a prefill's, whose launches depend on the
+    // logits read back) runs on the quantized GEMM whatever the plan: its
+    // last row by decode's loop, all rows only when every logit is read
+    // back (kiln eval), where dequantizing it would grow the scratch from
+    // the largest projection to the head (250 MiB for a 7B).
     if (hasQuantizedWeight(&op))
-      quant = quantGemmOf(&op, quant);
+      quant = when != LaunchWhen::Always ? QuantGemm::Quantized
+                                         : quantGemmOf(&op, quant);
     bool dequantize = hasQuantizedWeight(&op) && quant != QuantGemm::Quantized;
     // A dequantized weight's GEMM (or the FP8 GEMM) adds o_proj's and
     // down_proj's residual itself, as an f16 weight's does.
@@ -622,7 +628,17 @@ llvm::Expected<Program> buildRankProgram(ModuleOp module,
     if (!epilogue)
       return epilogue.takeError();
     kernels.push_back(std::move(*epilogue));
-    if (o.gemmAlgo == kSmallGemmAlgo) {
+    if (hasQuantizedWeight(head)) {
+      // The quantized last-row GEMM, once: every plan's (matmul's lookup
+      // takes no knobs' suffix).
+      if (!o.kernelSuffix.empty())
+        return llvm::Error::success();
+      auto gemm = emitQuantGemm(head, o, Phase::decode, /*fused=*/false,
+                                /*lastRow=*/true);
+      if (!gemm)
+        return gemm.takeError();
+      kernels.push_back(std::move(*gemm));
+    } else if (o.gemmAlgo == kSmallGemmAlgo) {
       auto gemm = emitSmallGemm(head, o, /*lastRow=*/true);
       if (!gemm)
         return gemm.takeError();

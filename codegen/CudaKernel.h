@@ -321,11 +321,14 @@ llvm::Expected<CudaKernel> emitSmallGemm(mlir::Operation *op,
 /// weight (hasQuantizedWeight), in `phase` (QuantGemmKernel.cpp): C[S, N]
 /// f32 = x[S, K] . W^T into the workspace, named with this suffix; or
 /// `fused`, decode's GEMV of the op with its epilogue (emitGemv's stand-in
-/// for a quantized weight).
+/// for a quantized weight). With `lastRow` (decode's loop, unfused), of a
+/// prompt's last real row only (kLastRowSuffix): a quantized LM head's
+/// when sampling alone reads the logits.
 constexpr const char *kQuantGemmSuffix = ".qgemm";
 llvm::Expected<CudaKernel> emitQuantGemm(mlir::Operation *op,
                                          const CodegenOptions &opts,
-                                         Phase phase, bool fused = false);
+                                         Phase phase, bool fused = false,
+                                         bool lastRow = false);
 /// The quantized GEMMs of `fn`'s epilogue ops of quantized weights.
 llvm::Expected<std::vector<CudaKernel>>
 emitQuantGemms(mlir::Operation *fn, const CodegenOptions &opts);

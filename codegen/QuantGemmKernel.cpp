@@ -54,7 +54,11 @@ namespace kiln {
 
 llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
                                          const CodegenOptions &opts,
-                                         Phase phase, bool fused) {
+                                         Phase phase, bool fused,
+                                         bool lastRow) {
+  if (lastRow && (fused || phase != Phase::decode))
+    return llvm::createStringError(
+        "the quantized GEMM of a prompt's last row is decode's, unfused");
   auto x = cast<RankedTensorType>(op->getOperand(0).getType());
   auto weight = quantizedWeight(op, "the quantized GEMM");
   if (!weight)
@@ -128,8 +132,9 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
     pairStride = rotateHalf ? cache.getHeadDim() / 32 : 1;
   }
 
-  CudaKernel k =
-      kernelFor(op, (fused ? "" : kQuantGemmSuffix) + opts.kernelSuffix);
+  CudaKernel k = kernelFor(op, (fused ? "" : kQuantGemmSuffix) +
+                                   std::string(lastRow ? kLastRowSuffix : "") +
+                                   opts.kernelSuffix);
   k.params = {{ParamKind::Activation, "x", "const __half *"},
               {ParamKind::Weight, "w", "const unsigned char *"}};
   ResultStores outs;
@@ -147,7 +152,7 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   } else {
     k.params.push_back({ParamKind::Workspace, "c", "float *"});
     k.params.push_back({ParamKind::Count, "count", "const int *"});
-    k.rowAxis = 1;
+    k.rowAxis = lastRow ? -1 : 1; // the last row: one launch of one row
     k.rowsPerBlock = 8 * nTiles;
   }
   k.grid = {(warpTiles + tilesPerBlock - 1) / tilesPerBlock, 1, 1};
@@ -370,7 +375,10 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   }
 )cuda";
   if (!fused)
-    os << R"cuda(  const long long row0 = (long long)blockIdx.y * 8 * NT;
+    os << "  const long long row0 = "
+       << (lastRow ? "count[0] - 1; // the prompt's last real row"
+                   : "(long long)blockIdx.y * 8 * NT;")
+       << R"cuda(
   // The block's rows of the step. Decode reads the count only for its
   // stores: held across the loop, it was spilled under the register cap.
   auto rows_of_step = [&] {

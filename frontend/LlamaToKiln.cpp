@@ -76,9 +76,13 @@ public:
     Value x = rmsNorm("model.norm", h);
     std::string head =
         c.tieWordEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-    Value logits =
-        b.create<LogitsOp>(loc("lm_head"), logitsType, x,
-                           weight(head, {c.vocabSize, c.hiddenSize}));
+    // A head stored quantized (GGUF's output.weight) keeps its format.
+    Attribute headQuant;
+    if (auto it = opts.weightFormats.find(head); it != opts.weightFormats.end())
+      headQuant = QuantAttr::get(b.getContext(), it->second);
+    Value logits = b.create<LogitsOp>(
+        loc("lm_head"), logitsType, x,
+        weight(head, {c.vocabSize, c.hiddenSize}, headQuant));
     b.create<func::ReturnOp>(loc("model"), ValueRange{logits, cache});
   }
 
@@ -90,9 +94,11 @@ private:
     return RankedTensorType::get({seq, width}, elem ? elem : et);
   }
 
-  Value weight(const std::string &name, ArrayRef<int64_t> shape) {
-    return b.create<WeightOp>(loc(name), RankedTensorType::get(shape, et), name,
-                              ShardAttr());
+  /// A weight of the storage type; `quant` its #kiln.quant, if stored so.
+  Value weight(const std::string &name, ArrayRef<int64_t> shape,
+               Attribute quant = {}) {
+    return b.create<WeightOp>(
+        loc(name), RankedTensorType::get(shape, et, quant), name, ShardAttr());
   }
 
   Value rmsNorm(const std::string &module, Value x) {
@@ -109,10 +115,8 @@ private:
       quant = QuantAttr::get(b.getContext(), it->second);
     else if (opts.quantize)
       quant = QuantAttr::get(b.getContext(), *opts.quantize);
-    Value w = b.create<WeightOp>(loc(name),
-                                 RankedTensorType::get({out, in}, et, quant),
-                                 name, ShardAttr());
-    return b.create<LinearOp>(loc(module), act(out), x, w);
+    return b.create<LinearOp>(loc(module), act(out), x,
+                              weight(name, {out, in}, quant));
   }
 
   Value layer(int64_t l, Value h, Value &cache) {

@@ -369,6 +369,11 @@ ggufProjectionFormats(const GgufFile &file) {
   std::map<std::string, QuantFormat> formats;
   for (const std::string &hf : names)
     formats[hf] = byBuffer.at(bufferOf(hf));
+  if (!formats.empty())
+    for (const GgufTensor &t : file.tensors())
+      if (t.name == "output.weight")
+        if (auto f = ggmlCanonicalFormat(t.type))
+          formats["lm_head.weight"] = *f;
   return formats;
 }
 

@@ -63,7 +63,10 @@ QuantizedMatrix ggmlToCanonical(GgmlType type, const uint8_t *blocks,
 /// still packs them; nullopt when some projection is a float type (F16,
 /// F32, BF16): then all are float weights. A Q4_K_M file's layers whose
 /// attn_v or ffn_down is Q6_K get int8-g16-min there, the others
-/// int4-g32-min.
+/// int4-g32-min. With quantized projections, a quantized `output.weight`
+/// (llama.cpp's Q6_K in Q4_K_M) is `lm_head.weight` in its own canonical
+/// format, run on the same kernels; an embedding table it shares
+/// (tie_word_embeddings) stays float.
 std::optional<std::map<std::string, QuantFormat>>
 ggufProjectionFormats(const GgufFile &file);
 

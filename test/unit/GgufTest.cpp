@@ -337,7 +337,8 @@ TEST(GgufModel, ReadsTheFixturesConfig) {
   EXPECT_FLOAT_EQ(float(c->rmsNormEps), 1e-5f);
   auto formats = ggufProjectionFormats(**f);
   ASSERT_TRUE(formats);
-  EXPECT_EQ(formats->size(), 14u); // 7 projections, 2 layers
+  EXPECT_EQ(formats->size(), 15u); // 7 projections, 2 layers, the LM head
+  EXPECT_EQ(formats->at("lm_head.weight").name(), "int4-g32"); // Q4_0
   EXPECT_EQ(describeFormats(*formats), "int4-g32");
   EXPECT_EQ(ggufProjectionBlockTypes(**f), "Q4_0");
   auto q41 = GgufFile::open(fixtures() + "tiny-gqa-Q4_1.gguf");
@@ -350,6 +351,12 @@ TEST(GgufModel, ReadsTheFixturesConfig) {
   auto mixed = ggufProjectionFormats(**q4km);
   ASSERT_TRUE(mixed);
   EXPECT_EQ(describeFormats(*mixed), "int4-g32-min, int8-g16-min");
+  // Its output.weight is Q6_K: the LM head in its own format.
+  EXPECT_EQ(mixed->at("lm_head.weight").name(), "int8-g16-min");
+  // Float projections (F16) leave every weight float, the head too.
+  auto f16 = GgufFile::open(fixtures() + "tiny-gqa-F16.gguf");
+  ASSERT_TRUE(f16.ok());
+  EXPECT_FALSE(ggufProjectionFormats(**f16));
   for (int layer = 0; layer < 2; ++layer) {
     auto at = [&](const std::string &module) {
       return mixed->at(

@@ -294,6 +294,7 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
   // A quantized model's device buffers: what the GPU holds.
   double stored = 0;
   std::vector<std::string> formats; // the projections', in order of use
+  std::string head; // a quantized LM head's (GGUF's output.weight)
   llvm::StringSet<> seen;
   if (auto decode = m.module->lookupSymbol<func::FuncOp>("decode"))
     decode.walk([&](Operation *op) {
@@ -306,7 +307,10 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
         return;
       auto quant = weightQuant(type);
       auto packed = dyn_cast<PackedWeightOp>(op);
-      if (quant && llvm::find(formats, quant->name()) == formats.end())
+      bool isHead = name.getValue().starts_with("lm_head");
+      if (quant && isHead)
+        head = quant->name();
+      else if (quant && llvm::find(formats, quant->name()) == formats.end())
         formats.push_back(quant->name());
       stored += quant ? double(quantLayout(*quant, type.getDimSize(0),
                                            type.getDimSize(1),
@@ -315,8 +319,10 @@ void printSummary(CompiledModel &m, const FrontendOptions &opts) {
                       : double(type.getNumElements()) * 2;
     });
   if (!formats.empty())
-    os << llvm::formatv("  stored    {0} on the device, the projections {1}\n",
-                        bytes(stored), llvm::join(formats, " and "));
+    os << llvm::formatv(
+        "  stored    {0} on the device, the projections {1}{2}\n",
+        bytes(stored), llvm::join(formats, " and "),
+        head.empty() ? "" : ", the LM head " + head);
 }
 } // namespace
 
