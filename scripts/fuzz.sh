@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/, with ASan and UBSan) in the
 # sanitized build (build-sanitize/, scripts/configure-sanitize.sh)
-# and runs each for FUZZ_SECONDS (default 60) from its seed corpus
+# and runs each for FUZZ_SECONDS (default 45) from its seed corpus
 # (fuzz/corpus/NAME, copied so that what a run finds stays out of the
 # repository), after replaying every regression input once
 # (fuzz/regressions/NAME), as many at once as there are cores. A crash
@@ -10,7 +10,7 @@
 # Usage: scripts/fuzz.sh [NAME...]   (default: all; docs/fuzzing.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${FUZZ_SECONDS:-60}
+seconds=${FUZZ_SECONDS:-45}
 all="safetensors gguf llama2c tokenizer config bundle tuning-db measurements kernel-cache ir openai-request"
 names=${*:-$all}
 ./scripts/configure-sanitize.sh
