@@ -124,6 +124,23 @@ int resultOperand(const Instruction &in) {
 }
 
 /// How many registers the result of `in` spans.
+/// The registers of operand i of an HMMA (0 its result D, 1 A, 2 B, 3 C)
+/// by its shape and accumulator (m16n8k16: A 4, B 2, an f32 C 4, an f16
+/// C 2; m16n8k8: A 2, B 1); 4, the widest, for a shape it does not know,
+/// and for IMMA: never miss a use. (At 4 everywhere, a B fragment's load
+/// seemed to read the next two registers: the decode GEMVs' refilled
+/// loads, written there, looked waited for.)
+int mmaFragmentWidth(const Instruction &in, int operand) {
+  if (in.base() != "HMMA" || operand < 0 || operand > 3)
+    return 4;
+  const int acc = in.hasModifier("F16") && !in.hasModifier("F32") ? 2 : 4;
+  if (in.hasModifier("16816"))
+    return operand == 1 ? 4 : operand == 2 ? 2 : acc;
+  if (in.hasModifier("1688"))
+    return operand == 1 ? 2 : operand == 2 ? 1 : acc;
+  return 4;
+}
+
 int resultWidth(const Instruction &in) {
   StringRef base = in.base();
   if (base == "LDSM") // .M88 one 8x8 matrix per register; .2, .4
@@ -131,7 +148,7 @@ int resultWidth(const Instruction &in) {
   if (isLoad(base))
     return std::max(in.accessBytes() / 4, 1);
   if (base == "HMMA" || base == "IMMA")
-    return 4;         // the widest accumulator fragment: never miss a use
+    return mmaFragmentWidth(in, 0);
   if (base == "CS2R") // a 64-bit special register (CS2R R2, SRZ: R2 and R3)
     return in.hasModifier("32") ? 1 : 2;
   if (in.hasModifier("WIDE") || isDouble(base) || in.hasModifier("F64"))
@@ -164,7 +181,7 @@ std::vector<int> Instruction::reads() const {
       continue;
     int width = 1;
     if (b == "HMMA" || b == "IMMA")
-      width = 4; // fragments: as wide as they can be
+      width = mmaFragmentWidth(*this, i);
     else if (isStore(b) && i == e - 1)
       width = std::max(accessBytes() / 4, 1); // the data stored
     else if (hasModifier("WIDE") && i == e - 1)
@@ -996,6 +1013,8 @@ absl::StatusOr<KernelAudit> auditKernel(const Bundle &bundle, int index,
     a.computeWork =
         pipeWork((*functions)[compute->function], compute->begin, compute->end);
     a.computeInLoop = true;
+    a.computeLoopFunction = compute->function;
+    a.computeLoopBegin = compute->begin;
   } else {
     for (const Function &f : *functions) {
       PipeWork w = pipeWork(f, 0, std::numeric_limits<int64_t>::max());
@@ -1092,6 +1111,14 @@ absl::StatusOr<std::vector<KernelAudit>> auditBundle(const Bundle &bundle,
 // Output
 //===----------------------------------------------------------------------===//
 
+static double instructionsPerLoad(const KernelAudit &a) {
+  if (!a.computeInLoop || !a.loop || a.loop->globalLoadBytes <= 0 ||
+      a.computeLoopFunction != a.loop->function ||
+      a.computeLoopBegin != a.loop->begin)
+    return std::numeric_limits<double>::infinity();
+  return double(a.computeWork.instructions) * 16 / a.loop->globalLoadBytes;
+}
+
 std::optional<double> metric(const KernelAudit &a, StringRef name) {
   const Resources &r = a.resources;
   const Loop none;
@@ -1126,6 +1153,10 @@ std::optional<double> metric(const KernelAudit &a, StringRef name) {
       // The compute loop's instructions a pass (the JSON's
       // compute.instructions): what a loop bound by issue spends.
       {"compute_instructions", double(a.computeWork.instructions)},
+      // The same per 16-byte load of the loop's (a GEMV's cost a byte of
+      // weights, however many passes the loop holds); infinite where the
+      // compute loop is not the steady state's or loads nothing.
+      {"instructions_per_load", instructionsPerLoad(a)},
   };
   for (auto [key, value] : figures)
     if (name == key)
@@ -1224,6 +1255,10 @@ std::string formatJson(const std::vector<KernelAudit> &audits) {
                                       {"hgmma", w.hgmma},
                                       {"mma_flops", w.mmaFlops},
                                       {"wgmma_flops", w.wgmmaFlops}};
+    // JSON has no infinity: null where the figure does not apply.
+    const double perLoad = instructionsPerLoad(a);
+    o["instructions_per_load"] =
+        std::isinf(perLoad) ? llvm::json::Value(nullptr) : perLoad;
     kernels.push_back(std::move(o));
   }
   std::string text;

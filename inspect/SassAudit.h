@@ -242,6 +242,8 @@ struct KernelAudit {
   /// computes), and whether it came from a loop.
   PipeWork computeWork;
   bool computeInLoop = false;
+  int computeLoopFunction = 0;  // with computeInLoop: the loop's function
+  int64_t computeLoopBegin = 0; // and its first instruction's address
   /// Of the loop's bytesInFlight, those whose address comes from a weight
   /// parameter (per thread and iteration).
   int64_t weightBytesInFlight = 0;

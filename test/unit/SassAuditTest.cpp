@@ -11,6 +11,8 @@
 #include <cuda_occupancy.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace kiln::sass {
 namespace {
 
@@ -194,6 +196,36 @@ TEST(SassAudit, CopiesStayInFlightUntilAWaitForAllOfThem) {
   EXPECT_EQ(loop.globalLoads, 2);
   EXPECT_EQ(loop.loadsInFlight, 1);
   EXPECT_EQ(loop.bytesInFlight, 16);
+}
+
+TEST(SassAudit, AnMmaReadsItsFragmentsByItsShape) {
+  // The decode GEMVs' refill: each load's registers are loaded again once
+  // used. m16n8k16's B is two registers (R10, R11), its f32 C four: the
+  // loads into R12 and R16 stay in flight past both mmas. An f16
+  // accumulator is two registers; m16n8k8's A two and B one.
+  auto refill = parse(R"sass(
+		Function : gemv
+        /*0000*/                   LDG.E.128 R12, desc[UR4][R2.64] ;
+        /*0010*/                   LDG.E.128 R16, desc[UR4][R2.64+0x200] ;
+        /*0020*/                   HMMA.16816.F32 R24, R4, R10, R24 ;
+        /*0030*/                   HMMA.16816.F16 R8, R4, R10, R8 ;
+        /*0040*/                   HMMA.1688.F32 R28, R20, R11, R28 ;
+        /*0050*/                   LDG.E.128 R20, desc[UR4][R2.64+0x400] ;
+        /*0060*/                   BRA 0x0 ;
+)sass");
+  Loop loop = findLoops(refill[0]).at(0);
+  EXPECT_EQ(loop.loadsInFlight, 3);
+  EXPECT_EQ(loop.bytesInFlight, 48);
+
+  // A B fragment in a loaded register waits for it.
+  auto waits = parse(R"sass(
+		Function : gemv
+        /*0000*/                   LDG.E.128 R12, desc[UR4][R2.64] ;
+        /*0010*/                   HMMA.16816.F32 R24, R4, R12, R24 ;
+        /*0020*/                   LDG.E.128 R16, desc[UR4][R2.64+0x200] ;
+        /*0030*/                   BRA 0x0 ;
+)sass");
+  EXPECT_EQ(findLoops(waits[0]).at(0).loadsInFlight, 1);
 }
 
 TEST(SassAudit, SteadyStateIsTheInnermostLoopWithTheMostLoadBytes) {
@@ -544,6 +576,21 @@ TEST(SassAudit, Expectations) {
   EXPECT_FALSE(checkExpectation(audits, "decode.*: HMMA > many").ok());
   EXPECT_FALSE(checkExpectation(audits, "nothing.*: HMMA > 0").ok());
   EXPECT_FALSE(checkExpectation(audits, "decode.*@sm_80: HMMA > 0").ok());
+  // A loop's instructions per 16-byte load: 640 over 16 loads of 16 bytes
+  // (a SwiGLU GEMV's two passes); none where the compute loop is not the
+  // loading one.
+  KernelAudit gemv = sampleAudit("decode.mlp.norm_gate_up_swiglu", 64, 64);
+  gemv.loop = Loop();
+  gemv.loop->begin = 0x100;
+  gemv.loop->end = 0x2000;
+  gemv.loop->globalLoads = 16;
+  gemv.loop->globalLoadBytes = 256;
+  gemv.computeInLoop = true;
+  gemv.computeLoopBegin = 0x100;
+  gemv.computeWork.instructions = 640;
+  EXPECT_EQ(metric(gemv, "instructions_per_load"), 40.0);
+  gemv.computeLoopBegin = 0x2100;
+  EXPECT_TRUE(std::isinf(*metric(gemv, "instructions_per_load")));
   // With no audits, only the form is checked.
   EXPECT_TRUE(checkExpectation({}, "nothing.*: HMMA > 0").ok());
   EXPECT_FALSE(checkExpectation({}, "nothing.*: speed > 0").ok());
