@@ -15,10 +15,12 @@
 // group ends, so the weights are dequantized exactly. With mins (f32
 // scales and mins: llama.cpp's Q4_1, Q5_1, K-quants) the codes multiply
 // unshifted and the group's min times its sum of x is taken off as it
-// ends: decode sums each group of its staged x once in shared memory, a
-// batch by one more mma a k-step, of an all-ones A fragment. The norm weight g
-// (a folded RMSNorm's, which a quantized W cannot absorb) scales x as it
-// is loaded; the epilogue then applies 1 / rms(x) as after a dense GEMM.
+// ends: a batch's sums of x by one more mma a k-step, of an all-ones A
+// fragment. Decode's grouped int4 and int8 take the codes raw (1024 +
+// code, no zero taken off a k-step: RAW) and each group's offset off its
+// sum as it ends, from the group's sum of x, taken while x is staged. The norm
+// weight g (a folded RMSNorm's, which a quantized W cannot absorb) scales x as
+// it is loaded; the epilogue then applies 1 / rms(x) as after a dense GEMM.
 // With act-order the buffer's columns are permuted (each group's
 // contiguous) and x is gathered through the permutation.
 // With split-K, SPLIT_K warps share a tile, each a span of K, summed
@@ -273,6 +275,24 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   constexpr int KPG = GROUP / 16, LPG = KPG > STEPS ? KPG / STEPS : 1;
   constexpr int SPAN = ((LOADS + SPLIT_K - 1) / SPLIT_K + LPG - 1) / LPG * LPG;
   constexpr bool ONE_GROUP = GROUPS == 1;
+  // Decode's grouped int4 and int8 codes go into the mmas raw (1024 +
+  // code), each group's zero (and min) taken off its sum as it ends, from
+  // the group's sum of x (kiln_quant_raw_offsets): four instructions fewer a
+  // k-step of the nine that dequantized it. Not a whole row (ONE_GROUP):
+  // 1024 x summed over thousands of columns would cancel more of fp32's
+  // digits than a group's 128 do (2^-10 of them: below f16's rounding).
+  constexpr bool RAW = STAGE_X && KIND != 2 && !ONE_GROUP;
+  static_assert(RAW || !(MINS && STAGE_X), "decode's mins are RAW's offsets");
+  // The staged x's sums, of XCHUNK columns each (a warp's 64, or a group's
+  // where shorter: XSEG lanes' pairs), XCPG a group.
+  constexpr int XSEG = (GROUP / 2) % 32 == 0 ? 32 : (GROUP / 2) % 16 == 0 ? 16 : 8;
+  constexpr int XCHUNK = 2 * XSEG, XCPG = GROUP / XCHUNK;
+  static_assert(GROUP % XCHUNK == 0, "a group is whole chunks of x's sums");
+  // Decode loads x for two k-steps at once (16 bytes), but where a warp
+  // holds one tile of a mins format: its f32 scales and mins leave no two
+  // more registers a k-step under the cap of 64 (int8-g16-min's o_proj
+  // spilled on sm_80, int4-g32-min's QKV GEMV on sm_90).
+  constexpr bool X_PAIRS = !(MINS && !SWIGLU);
   constexpr bool STATIC_GROUPS =
       ONE_GROUP || ((KPG % STEPS == 0 || STEPS % KPG == 0) &&
                     (UNROLL * STEPS) % KPG == 0);
@@ -313,9 +333,10 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   constexpr int RED_BYTES =
       SPLIT_K > 1 ? TPB * SPLIT_K * RED_VALUES * RED_LANES * 4 : 0;
   // The rest of the block's shared memory: xs, the sums of squares, the
-  // residuals, the groups' sums of x (1 KB covers all but xs and red).
+  // residuals, the sums of x's chunks (1 KB covers all but xs, red and
+  // the chunks).
   constexpr int OTHER_BYTES =
-      2 * K + RED_BYTES + (MINS ? 4 * GROUPS : 0) + 1024;
+      2 * K + RED_BYTES + (RAW ? 4 * (K / XCHUNK) : 0) + 1024;
   constexpr bool STAGE_GROUPS = STAGE_X && QUANT_STAGE &&
                                OTHER_BYTES + SG * ENTRY_BYTES <= 48 * 1024;
   // The staged groups: the scales' section (SG pairs of f16, or of f32
@@ -324,15 +345,18 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   constexpr int SCALE_PAIR = MINS ? 8 : 4;
   constexpr int MINS_OFF = SG * SCALE_PAIR,
                 ZEROS_OFF = MINS_OFF + (MINS ? SG * 8 : 0);
-  // x's row and the groups in one buffer, whose .shared address the loop
-  // takes once for both (each array whose address is taken for a copy
-  // costs the window's base, S2UR and three more, at every use the
-  // register cap does not let the compiler keep).
+  // x's row, the groups and RAW's sums of x's chunks in one buffer, whose
+  // .shared address the loop takes once for all (each array whose address
+  // is taken for a copy costs the window's base, S2UR and three more, at
+  // every use the register cap does not let the compiler keep).
+  constexpr int CHUNKS_OFF = 2 * K + (STAGE_GROUPS ? SG * ENTRY_BYTES : 0);
   __shared__ __align__(16) unsigned char
-      staged[STAGE_X ? 2 * K + (STAGE_GROUPS ? SG * ENTRY_BYTES : 0) : 16];
+      staged[STAGE_X ? CHUNKS_OFF + (RAW ? 4 * (K / XCHUNK) : 0) : 16];
   __half *const xs = reinterpret_cast<__half *>(staged); // [K] with STAGE_X
   unsigned char *const group_stage = // [SG * ENTRY_BYTES] with STAGE_GROUPS
       staged + (STAGE_X ? 2 * K : 0);
+  float *const x_chunks = // [K / XCHUNK] with RAW
+      reinterpret_cast<float *>(staged + (STAGE_X ? CHUNKS_OFF : 0));
   if constexpr (STAGE_GROUPS) {
     kiln_stage_groups<SCALE_PAIR>(group_stage, w + SCALES);
     if constexpr (MINS)
@@ -403,12 +427,15 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   os << R"cuda(  const unsigned short *perm =
       reinterpret_cast<const unsigned short *>(w + PERM_AT);
   // Decode: the token's x (times g, through perm) once into shared memory,
-  // each 16 columns as the lanes' B fragments want them (t's columns
-  // 2t, 2t + 1, 2t + 8, 2t + 9 side by side: one 8-byte load a k-step),
-  // instead of four loads from global memory a k-step. Every load of x
+  // each 32 columns as the lanes' B fragments of two k-steps want them
+  // (t's columns 2t, 2t + 1, 2t + 8, 2t + 9, then the same 16 on, side by
+  // side: one 16-byte load a pair of k-steps; without X_PAIRS each 16
+  // columns, one 8-byte load a k-step), instead of four loads from global
+  // memory a k-step. Every load of x
   // is issued before the first store, and a fused RMSNorm's sum of
-  // squares is taken on the way, reduced at the same barrier: one round
-  // trip to x, not one a pair and another for the norm.
+  // squares and RAW's sums of x's chunks are taken on the way, reduced
+  // at the same barrier: one round trip to x, not one a pair and another
+  // for each sum.
   __shared__ float x_squares[THREADS / 32]; // [warps] with a fused RMSNorm
   __shared__ float residuals[RESIDUAL ? 16 * TPB : 1]; // [16 * TPB]
   float rms_scale = 1.0f;
@@ -427,9 +454,12 @@ kiln_stage_groups(void *to, const unsigned char *section) {
       }
     }
     float squares = 0.0f;
+    float chunk[RAW ? XPT : 1]; // this thread's pairs as staged, summed
 #pragma unroll
     for (int i = 0; i < XPT; ++i) {
       const int j = 2 * (threadIdx.x + i * THREADS);
+      if constexpr (RAW)
+        chunk[i] = 0.0f;
       if (WHOLE_X || j < K) {
         __half2 v = x_pairs[i];
         if constexpr (RMS) {
@@ -438,15 +468,32 @@ kiln_stage_groups(void *to, const unsigned char *section) {
         }
         if constexpr (NORM)
           v = __hmul2(v, g_pairs[i]);
-        const int c = j & 15;
-        *reinterpret_cast<__half2 *>(xs + (j - c) + (c & 7) * 2 +
-                                     (c >> 3) * 2) = v;
+        if constexpr (RAW) {
+          const float2 f = __half22float2(v); // the values the mmas take
+          chunk[i] = f.x + f.y;
+        }
+        const int c = j & (X_PAIRS ? 31 : 15), cc = c & 15;
+        *reinterpret_cast<__half2 *>(xs + (j - c) +
+                                     (cc & 7) * (X_PAIRS ? 4 : 2) +
+                                     (cc >> 3) * 2 + (c >> 4) * 4) = v;
       }
     }
     if constexpr (RMS) {
       squares = kiln_warp_sum(squares);
       if (lane == 0)
         x_squares[warp] = squares;
+    }
+    if constexpr (RAW) { // a warp's pairs are 64 columns in a row
+#pragma unroll
+      for (int i = 0; i < XPT; ++i) {
+        float v = chunk[i];
+#pragma unroll
+        for (int o = XSEG / 2; o > 0; o /= 2)
+          v += __shfl_xor_sync(0xffffffffu, v, o);
+        const int j = 2 * (threadIdx.x + i * THREADS);
+        if (lane % XSEG == 0 && (WHOLE_X || j < K))
+          x_chunks[j / XCHUNK] = v;
+      }
     }
     if (RESIDUAL && threadIdx.x < 16 * TPB)
       residuals[threadIdx.x] = residual_v;
@@ -467,8 +514,9 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // (S2R of the CTA id and its arithmetic, which the register cap made the
   // compiler recompute every k-step).
   const unsigned staged_at = kiln_shared_address(staged);
-  const unsigned xs_at = staged_at + 8 * t,
-                 groups_at = staged_at + (STAGE_X ? 2 * K : 0);
+  const unsigned xs_at = staged_at + (X_PAIRS ? 16 : 8) * t,
+                 groups_at = staged_at + (STAGE_X ? 2 * K : 0),
+                 chunks_at = staged_at + (STAGE_X ? CHUNKS_OFF : 0);
 #endif
   // acc: all the groups' sums; part_acc: this group's.
   float acc[PARTS][NT][4], part_acc[PARTS][NT][4];
@@ -479,20 +527,10 @@ kiln_stage_groups(void *to, const unsigned char *section) {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         acc[p][i][j] = part_acc[p][i][j] = 0.0f;
-  // With mins, a group's sums of x: decode's, of the staged row, once in
-  // shared memory; a batch's, of x rows 2t and 2t + 1 as the accumulators
-  // hold them, from one more mma a k-step of an all-ones A fragment.
-  constexpr bool GROUP_SUMS = MINS && STAGE_X, MMA_SUMS = MINS && !STAGE_X;
-  __shared__ float x_groups[GROUP_SUMS ? GROUPS : 1]; // [GROUPS]
-  if constexpr (GROUP_SUMS) {
-    for (int q = threadIdx.x; q < GROUPS; q += THREADS) {
-      float sum = 0.0f;
-      for (int j = 0; j < GROUP; ++j)
-        sum += __half2float(xs[q * GROUP + j]);
-      x_groups[q] = sum;
-    }
-    __syncthreads();
-  }
+  // With mins, a batch's sums of x rows 2t and 2t + 1 as the accumulators
+  // hold them, from one more mma a k-step of an all-ones A fragment
+  // (decode's are RAW's, x_chunks).
+  constexpr bool MMA_SUMS = MINS && !STAGE_X;
   float x_sum[MMA_SUMS ? NT : 1][2]; // x rows 2t, 2t + 1
 #pragma unroll
   for (int i = 0; i < (MMA_SUMS ? NT : 1); ++i)
@@ -537,16 +575,45 @@ kiln_stage_groups(void *to, const unsigned char *section) {
     }
     return q;
   };
-  kiln_quant_zero zero[PARTS];
+  kiln_quant_zero zero[PARTS] = {}; // unused with RAW
   // This group's sums into acc, times its scales (fp8: and 2^8), less its
   // mins times the sums of x (sum (code s - m) x = s sum code x - m sum x).
   auto flush = [&] {
     if (group < 0)
       return;
+    float x_group = 0.0f; // RAW: the group's sum of x
+    if constexpr (RAW)
+#pragma unroll
+      for (int c = 0; c < XCPG; ++c) {
+        float v;
+#ifdef KILN_CUDA_EMU_H
+        v = x_chunks[group * XCPG + c];
+#else
+        asm volatile("ld.shared.f32 %0, [%1];"
+                     : "=f"(v)
+                     : "r"(chunks_at + 4 * (group * XCPG + c)));
+#endif
+        x_group = c ? x_group + v : v;
+      }
 #pragma unroll
     for (int p = 0; p < PARTS; ++p) {
       const Group q = group_of(p);
       const float2 s = kiln_quant_scales_of<KIND>(q);
+      if constexpr (RAW) { // decode's one row: rows g (c0) and g + 8 (c2)
+        const float2 o = kiln_quant_raw_offsets<KIND, ZP, MIDDLE>(q);
+        constexpr float HI = KIND == 4 ? 0.0625f : 1.0f; // int4's: 16 code
+        acc[p][0][0] += (part_acc[p][0][0] - o.x * x_group) * s.x;
+        acc[p][0][2] += (part_acc[p][0][2] * HI - o.y * x_group) * s.y;
+        if constexpr (MINS) {
+          const float2 m = kiln_quant_mins_of(q);
+          acc[p][0][0] -= m.x * x_group;
+          acc[p][0][2] -= m.y * x_group;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          part_acc[p][0][j] = 0.0f;
+        continue;
+      }
       const float lo = s.x, hi = s.y;
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
@@ -564,11 +631,7 @@ kiln_stage_groups(void *to, const unsigned char *section) {
         const float2 m = kiln_quant_mins_of(q);
 #pragma unroll
         for (int i = 0; i < NT; ++i) {
-          float s0, s1;
-          if constexpr (GROUP_SUMS) // decode's one row (x rows past it: 0)
-            s0 = s1 = x_groups[group];
-          else
-            s0 = x_sum[i][0], s1 = x_sum[i][1];
+          const float s0 = x_sum[i][0], s1 = x_sum[i][1];
           acc[p][i][0] -= s0 * m.x;
           acc[p][i][2] -= s0 * m.y;
           if constexpr (!STAGE_X) {
@@ -587,14 +650,19 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   auto start = [&](int next) {
     flush();
     group = next;
+    if constexpr (!RAW) // RAW's zeros are taken off at the flush
 #pragma unroll
-    for (int p = 0; p < PARTS; ++p)
-      zero[p] = kiln_quant_zeros_of<ZP, MIDDLE>(group_of(p));
+      for (int p = 0; p < PARTS; ++p)
+        zero[p] = kiln_quant_zeros_of<ZP, MIDDLE>(group_of(p));
   };
   if constexpr (ONE_GROUP)
     start(0);
   // One k-step of every part: its group's zeros, the fragments, the mmas.
-  // `at` is its place in a pass (u * STEPS + s), known when unrolled.
+  // `at` is its place in a pass (u * STEPS + s), known when unrolled; a
+  // pass starts on an even k-step (STEPS is even), whose load of x
+  // serves the next k-step too.
+  static_assert(STEPS % 2 == 0, "k-steps in pairs a load of W");
+  uint4 x_pair; // decode: B of k-steps 2i and 2i + 1
   auto step = [&](const unsigned (&q)[PARTS][4], int s, int kstep, int at) {
     const int k0 = kstep * 16;
     if constexpr (!ONE_GROUP) {
@@ -604,7 +672,7 @@ kiln_stage_groups(void *to, const unsigned char *section) {
     unsigned a[PARTS][4];
 #pragma unroll
     for (int p = 0; p < PARTS; ++p)
-      kiln_dequant<KIND>(q[p] + s * (4 / STEPS), a[p], zero[p]);
+      kiln_dequant<KIND, RAW>(q[p] + s * (4 / STEPS), a[p], zero[p]);
 #pragma unroll
     for (int i = 0; i < NT; ++i) {
       unsigned b[2] = {0u, 0u}; // x rows past the count are zeros
@@ -613,15 +681,30 @@ kiln_stage_groups(void *to, const unsigned char *section) {
         // Decode's one row, staged, in every column of B: column g of C
         // then holds the token's sums too, which no one reads (the
         // epilogue takes column 0), and no lane selects or zeroes.
+        if constexpr (X_PAIRS) {
+          if (s % 2 == 0) {
 #ifdef KILN_CUDA_EMU_H
-        const uint2 v = *reinterpret_cast<const uint2 *>(xs + k0 + 4 * t);
-        b[0] = v.x;
-        b[1] = v.y;
+            x_pair = *reinterpret_cast<const uint4 *>(xs + k0 + 8 * t);
 #else
-        asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
-                     : "=r"(b[0]), "=r"(b[1])
-                     : "r"(xs_at + 2 * k0));
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(x_pair.x), "=r"(x_pair.y), "=r"(x_pair.z),
+                           "=r"(x_pair.w)
+                         : "r"(xs_at + 2 * k0));
 #endif
+          }
+          b[0] = s % 2 ? x_pair.z : x_pair.x;
+          b[1] = s % 2 ? x_pair.w : x_pair.y;
+        } else {
+#ifdef KILN_CUDA_EMU_H
+          const uint2 v = *reinterpret_cast<const uint2 *>(xs + k0 + 4 * t);
+          b[0] = v.x;
+          b[1] = v.y;
+#else
+          asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
+                       : "=r"(b[0]), "=r"(b[1])
+                       : "r"(xs_at + 2 * k0));
+#endif
+        }
       } else if (r < rows) {
         __half2 x0, x1;
         if constexpr (PERM) { // x's columns perm[j] of the buffer's j
@@ -669,27 +752,25 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   constexpr bool STAGED = STAGE_X && (STAGE_GROUPS || ONE_GROUP);
   constexpr bool WHOLE = STAGED && WHOLE_PASSES && !(SWIGLU && MINS);
   constexpr bool REFILL = STAGED && !SWIGLU;
-#pragma unroll 1
-  for (int l = begin; l < end; l += UNROLL) {
-    uint4 cur[PARTS][REFILL ? 1 : UNROLL]; // double buffered: this pass's
-    if constexpr (!REFILL) {
+  // The loads of [from, from + UNROLL) into `into`.
+  auto issue = [&](uint4(&into)[PARTS][UNROLL], int from) {
 #pragma unroll
-      for (int p = 0; p < PARTS; ++p)
+    for (int p = 0; p < PARTS; ++p)
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-          cur[p][u] = buf[p][u];
-          if (WHOLE ? l + UNROLL < end : l + UNROLL + u < end)
-            buf[p][u] =
-                kiln_stream_load(wp[p] + (long long)(l + UNROLL + u) * 32);
-        }
-    }
+      for (int u = 0; u < UNROLL; ++u)
+        if (WHOLE ? from < end : from + u < end)
+          into[p][u] = kiln_stream_load(wp[p] + (long long)(from + u) * 32);
+  };
+  // The pass of loads [l, l + UNROLL), held in `now`; with REFILL each
+  // load's registers take the next pass's load once used.
+  auto pass = [&](uint4(&now)[PARTS][UNROLL], int l) {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       if (WHOLE || l + u < end) { // the same for the whole warp
         unsigned q[PARTS][4];
 #pragma unroll
         for (int p = 0; p < PARTS; ++p) {
-          const uint4 v = REFILL ? buf[p][u] : cur[p][REFILL ? 0 : u];
+          const uint4 v = now[p][u];
           q[p][0] = v.x, q[p][1] = v.y, q[p][2] = v.z, q[p][3] = v.w;
         }
 #pragma unroll
@@ -698,10 +779,45 @@ kiln_stage_groups(void *to, const unsigned char *section) {
         if constexpr (REFILL)
 #pragma unroll
           for (int p = 0; p < PARTS; ++p)
-            if (l + UNROLL + u < end)
-              buf[p][u] =
+            if (WHOLE ? l + UNROLL < end : l + UNROLL + u < end)
+              now[p][u] =
                   kiln_stream_load(wp[p] + (long long)(l + UNROLL + u) * 32);
       }
+    }
+  };
+  // Staged SwiGLU of groups of 128 columns or more: two buffers in turn,
+  // the next pass's loads into the other (a buffer copied into the pass's
+  // registers each pass costs a move a word, 32 a pass of its 8 loads).
+  // Shorter groups' flushes, and loads of groups in the loop, leave no
+  // registers for a second buffer of their own (they spilled).
+  constexpr bool PING_PONG =
+      STAGED && SWIGLU && !MINS && (ONE_GROUP || GROUP >= 128);
+  if constexpr (REFILL) {
+#pragma unroll 1
+    for (int l = begin; l < end; l += UNROLL)
+      pass(buf, l);
+  } else if constexpr (!PING_PONG) {
+#pragma unroll 1
+    for (int l = begin; l < end; l += UNROLL) {
+      uint4 cur[PARTS][UNROLL]; // this pass's, while the next's arrive
+#pragma unroll
+      for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+          cur[p][u] = buf[p][u];
+      issue(buf, l + UNROLL);
+      pass(cur, l);
+    }
+  } else {
+    uint4 other[PARTS][UNROLL];
+#pragma unroll 1
+    for (int l = begin; l < end; l += 2 * UNROLL) {
+      issue(other, l + UNROLL);
+      pass(buf, l);
+      if (l + UNROLL >= end)
+        break;
+      issue(buf, l + 2 * UNROLL);
+      pass(other, l + UNROLL);
     }
   }
   flush();

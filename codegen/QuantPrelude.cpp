@@ -185,19 +185,46 @@ kiln_quant_mins_of(const kiln_quant_group<MINS, ZP> &q) {
   return q.mins;
 }
 
+// A group's zeros as its raw codes carry them (RAW below): the mmas
+// summed (1024 + code) x, int4's rows g + 8 (1024 + 16 code) x, so that a
+// row's sum of (code - zero) x is part - offset * X, int4's rows g + 8
+// part / 16 - offset * X, X the group's sum of x. The offsets of rows g
+// (x) and g + 8 (y): constants without zero points.
+template <int KIND, bool ZP, int MIDDLE, bool MINS>
+__device__ __forceinline__ float2
+kiln_quant_raw_offsets(const kiln_quant_group<MINS, ZP> &q) {
+  float z_lo = MIDDLE, z_hi = MIDDLE;
+  if constexpr (ZP) {
+    z_lo = float(q.zeros & 0xff);
+    z_hi = float(q.zeros >> 8);
+  }
+  return make_float2(1024.0f + z_lo, (KIND == 4 ? 64.0f : 1024.0f) + z_hi);
+}
+
 // The A fragment of one k-step from its codes (int4: one word; 8-bit: two),
 // each pair (code - zero) exactly, or fp8's value over KILN_FP8_UNIT.
+// RAW (int4, int8): 1024 + code as f16 (int4's odd nibbles 1024 + 16 code),
+// no zero taken off: the group's flush takes it off its sum at once
+// (kiln_quant_raw_offsets), four instructions fewer a k-step.
 // KIND: 4 int4, 8 int8, 2 fp8.
-template <int KIND>
+template <int KIND, bool RAW = false>
 __device__ __forceinline__ void kiln_dequant(const unsigned *q,
                                              unsigned (&a)[4],
                                              const kiln_quant_zero &z) {
+  static_assert(!RAW || KIND != 2, "fp8's codes are not integers");
   if constexpr (KIND == 4) {
     // Nibbles 0, 4 | 1, 5 | 2, 6 | 3, 7 hold a0, a1 | a2, a3 | ...
     const unsigned lo = q[0], hi = q[0] >> 8;
+    constexpr int AND_OR = 0xea; // (a & b) | c
+    if constexpr (RAW) {
+      a[0] = kiln_lop3<AND_OR>(lo, 0x000f000f, 0x64006400);
+      a[1] = kiln_lop3<AND_OR>(lo, 0x00f000f0, 0x64006400);
+      a[2] = kiln_lop3<AND_OR>(hi, 0x000f000f, 0x64006400);
+      a[3] = kiln_lop3<AND_OR>(hi, 0x00f000f0, 0x64006400);
+      return;
+    }
     // (1024 + 16 c) / 16 - (64 + z) = c - z
     const __half2 sixteenth = __floats2half2_rn(0.0625f, 0.0625f);
-    constexpr int AND_OR = 0xea; // (a & b) | c
     a[0] = kiln_half2_bits(__hsub2(
         kiln_bits_half2(kiln_lop3<AND_OR>(lo, 0x000f000f, 0x64006400)),
         z.lo));
@@ -212,6 +239,13 @@ __device__ __forceinline__ void kiln_dequant(const unsigned *q,
         sixteenth, __hneg2(z.hi16)));
   } else if constexpr (KIND == 8) {
     // Bytes a0..a7; each pair 0x64 above it: 1024 + code.
+    if constexpr (RAW) {
+      a[0] = kiln_prmt(q[0], 0x64646464, 0x4140);
+      a[1] = kiln_prmt(q[0], 0x64646464, 0x4342);
+      a[2] = kiln_prmt(q[1], 0x64646464, 0x4140);
+      a[3] = kiln_prmt(q[1], 0x64646464, 0x4342);
+      return;
+    }
     a[0] = kiln_half2_bits(__hsub2(
         kiln_bits_half2(kiln_prmt(q[0], 0x64646464, 0x4140)), z.lo));
     a[1] = kiln_half2_bits(__hsub2(

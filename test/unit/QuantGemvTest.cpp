@@ -1,0 +1,182 @@
+//===- QuantGemvTest.cpp - decode's quantized GEMV against a sum in double ===//
+//
+// The decode GEMV of codegen/QuantGemmKernel.cpp (one token, x staged in
+// shared memory), built for the emu device at llama2-7b's row lengths,
+// against the dot products of the canonical values (QuantizedMatrix::value)
+// with x in double. Grouped int4 and int8 codes go into the mmas raw
+// (1024 + code) and each group's zero and min come off its sum at the
+// flush, from the group's sum of x: 1024 x summed over a group cancels
+// digits, so the error is held to a bound on the products' absolute sum
+// that a zero off by one (about 4e-3 of it) would break, with x that has
+// a mean and outlier channels (the cancellation's worst). Whole-row formats
+// (int4, int8, fp8) keep the exact dequantization and the same bound.
+// Also SwiGLU's fused GEMV (gate and up tiles a warp, two buffers of loads
+// in turn), over an odd number of passes and warps with no span.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CudaKernel.h"
+#include "ir/KilnDialect.h"
+#include "ir/KilnOps.h"
+#include "runtime/DType.h"
+#include "runtime/QuantFormat.h"
+#include "runtime/QuantLayout.h"
+#include "runtime/emu/EmuCompiler.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace kiln {
+namespace {
+
+struct Case {
+  const char *format;
+  int64_t rows, cols;
+  bool swiglu = false; // rows: [gate | up], the result silu(gate) * up
+  int unroll = 4;      // gemv-unroll: loads a pass
+};
+
+class QuantGemv : public ::testing::TestWithParam<Case> {};
+
+/// The decode GEMV of x[?, cols] . W[rows, cols]^T into f32, W of `format`
+/// (with SwiGLU, fused: silu(gate) * up of [gate | up], [?, rows / 2]).
+CudaKernel emitGemv(QuantFormat format, const Case &c) {
+  const int64_t rows = c.rows, cols = c.cols;
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<KilnDialect, mlir::func::FuncDialect>();
+  mlir::OpBuilder b(&ctx);
+  auto loc = b.getUnknownLoc();
+  auto module = mlir::ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module.getBody());
+  auto x = mlir::RankedTensorType::get({mlir::ShapedType::kDynamic, cols},
+                                       b.getF16Type());
+  auto y = mlir::RankedTensorType::get(
+      {mlir::ShapedType::kDynamic, c.swiglu ? rows / 2 : rows}, b.getF32Type());
+  auto fn =
+      b.create<mlir::func::FuncOp>(loc, "decode", b.getFunctionType({x}, {y}));
+  b.setInsertionPointToEnd(fn.addEntryBlock());
+  auto w = b.create<WeightOp>(
+      loc,
+      mlir::RankedTensorType::get({rows, cols}, b.getF16Type(),
+                                  QuantAttr::get(&ctx, format)),
+      "w", ShardAttr());
+  auto linear = b.create<FusedLinearOp>(
+      loc, mlir::TypeRange{y}, fn.getArgument(0), w, /*residual=*/mlir::Value(),
+      mlir::FloatAttr(), c.swiglu ? b.getUnitAttr() : mlir::UnitAttr());
+  b.create<mlir::func::ReturnOp>(loc, linear.getResults());
+  CodegenOptions opts;
+  opts.gemvUnroll = c.unroll;
+  auto k = emitQuantGemm(linear, opts, Phase::decode, /*fused=*/c.swiglu);
+  module->erase();
+  EXPECT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  return k ? *k : CudaKernel{};
+}
+
+TEST_P(QuantGemv, MatchesTheDotProductsInDouble) {
+  const Case &c = GetParam();
+  std::optional<QuantFormat> format = QuantFormat::parse(c.format);
+  ASSERT_TRUE(format) << c.format;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> wf(c.rows * c.cols); // [rows, cols]
+  for (float &v : wf)
+    v = normal(rng);
+  QuantFormat plain = *format;
+  plain.actOrder = false;
+  QuantizedMatrix q = quantizeRoundToNearest(wf.data(), c.rows, c.cols, plain);
+  q.format = *format;
+  if (format->actOrder) {
+    for (int64_t col = 0; col < c.cols; ++col)
+      q.gIdx.push_back(int32_t(col / format->group));
+    std::shuffle(q.gIdx.begin(), q.gIdx.end(), rng);
+  }
+  std::vector<uint8_t> buf = packForKernels(q, nullptr);
+
+  // x [1, cols] f16: a mean of 0.5, and every 97th channel an outlier of
+  // +-40 (as LLM activations have), so that a group's sum of x is large.
+  std::normal_distribution<float> activation(0.5f, 1.0f);
+  std::vector<uint16_t> x(c.cols);
+  for (int64_t col = 0; col < c.cols; ++col)
+    x[col] = floatToHalf(col % 97 == 5 ? (col % 2 ? 40.0f : -40.0f)
+                                       : activation(rng));
+
+  CudaKernel k = emitGemv(*format, c);
+  ASSERT_FALSE(k.source.empty());
+  auto fns = compileEmuKernels(
+      {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
+  ASSERT_TRUE(fns.ok()) << fns.status();
+  const int64_t outs = c.swiglu ? c.rows / 2 : c.rows;
+  std::vector<float> out(outs, NAN); // [1, outs] f32
+  int count = 1;
+  std::vector<void *> args = {x.data(), buf.data(), out.data()};
+  if (!c.swiglu)
+    args.push_back(&count);
+  ASSERT_EQ(args.size(), k.params.size());
+  (*fns)[0](unsigned(k.grid[0]), unsigned(k.grid[1]), unsigned(k.grid[2]),
+            unsigned(k.blockThreads), args.data());
+
+  // Row r's dot product and the sum of its products' magnitudes.
+  auto dot = [&](int64_t r) {
+    double sum = 0, magnitude = 0;
+    for (int64_t col = 0; col < c.cols; ++col) {
+      double p = double(q.value(r, col)) * halfToFloat(x[col]);
+      sum += p;
+      magnitude += std::fabs(p);
+    }
+    return std::pair{sum, magnitude};
+  };
+  double worst = 0;
+  for (int64_t r = 0; r < outs; ++r) {
+    auto [want, magnitude] = dot(r);
+    if (c.swiglu) { // the error of silu(g) u from g's and u's (silu' < 1.1)
+      auto [gate, gateMagnitude] = dot(r);
+      auto [up, upMagnitude] = dot(outs + r);
+      const double silu = gate / (1 + std::exp(-gate));
+      want = silu * up;
+      magnitude =
+          1.1 * std::fabs(up) * gateMagnitude + std::fabs(silu) * upMagnitude;
+    }
+    const double error = std::fabs(out[r] - want) / magnitude;
+    worst = std::max(worst, error);
+    if (!(error <= 1e-4))
+      ADD_FAILURE() << c.format << " row " << r << ": " << out[r] << ", want "
+                    << want << " (error " << error
+                    << " of the products' absolute sum)";
+  }
+  RecordProperty("worst_relative_error", std::to_string(worst));
+  std::printf("%s [%lld, %lld]: worst error %.3g of the products' absolute "
+              "sum\n",
+              c.format, (long long)c.rows, (long long)c.cols, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, QuantGemv,
+    ::testing::Values(
+        Case{"int4-g128", 64, 4096}, Case{"int4-g128", 32, 11008},
+        Case{"int4-g32-zp", 32, 4096}, Case{"int4-g128-act", 32, 4096},
+        Case{"int8-g128", 32, 4096}, Case{"int4-g32-min", 32, 4096},
+        Case{"int8-g16-min", 32, 4096}, Case{"int4", 32, 4096},
+        Case{"int8", 32, 11008}, Case{"fp8", 32, 4096},
+        // 3 passes of 2 loads; 3 of 4, 1, and no span.
+        Case{"int4-g128", 64, 6144, true, 2},
+        Case{"int4-g128", 64, 11008, true}, Case{"int8", 64, 4096, true},
+        Case{"fp8", 64, 4096, true}),
+    [](const ::testing::TestParamInfo<Case> &info) {
+      std::string name = info.param.format;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name + "_" + std::to_string(info.param.cols) +
+             (info.param.swiglu ? "_swiglu" : "") +
+             (info.param.unroll != 4
+                  ? "_unroll" + std::to_string(info.param.unroll)
+                  : "");
+    });
+
+} // namespace
+} // namespace kiln
