@@ -536,11 +536,27 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   for (int i = 0; i < (MMA_SUMS ? NT : 1); ++i)
     x_sum[i][0] = x_sum[i][1] = 0.0f;
   int group = -1;
+  // This warp's first staged entry (part 0, group 0, row g) and its
+  // addresses, once (HOIST 2): derived from the thread's index at each
+  // flush, they cost up to seven instructions a group, the register cap
+  // having the compiler read the index again. Where that spilled, the
+  // entry's index alone (1: a tile a warp with mins) or neither (0:
+  // SwiGLU of groups under 128 columns, on sm_80; a QKV GEMV with mins).
+  constexpr int HOIST =
+      (QKV && MINS) || (SWIGLU && !ONE_GROUP && GROUP < 128) ? 0
+      : MINS                                                 ? 1
+                                                             : 2;
+  const int entry0 = (warp / SPLIT_K) * GROUPS * 8 + g;
+#ifndef KILN_CUDA_EMU_H
+  const unsigned scales_at0 = groups_at + SCALE_PAIR * entry0,
+                 zeros_at0 = groups_at + ZEROS_OFF + 2 * entry0;
+#endif
   // This group's values of part p: staged, or loaded now.
   auto group_of = [&](int p) {
     Group q{};
     if constexpr (STAGE_GROUPS) {
-      const int e = ((p * TPB + warp / SPLIT_K) * GROUPS + group) * 8 + g;
+      const int e = HOIST ? entry0 + (p * TPB * GROUPS + group) * 8
+                          : ((p * TPB + warp / SPLIT_K) * GROUPS + group) * 8 + g;
 #ifdef KILN_CUDA_EMU_H
       if constexpr (MINS) {
         q.fscales = reinterpret_cast<const float2 *>(group_stage)[e];
@@ -552,22 +568,28 @@ kiln_stage_groups(void *to, const unsigned char *section) {
         q.zeros = reinterpret_cast<const unsigned short *>(group_stage +
                                                            ZEROS_OFF)[e];
 #else
+      const int de = (p * TPB * GROUPS + group) * 8; // e - entry0
+      // The addresses of entry e's scales and zero points.
+      const unsigned scales_at = HOIST == 2 ? scales_at0 + SCALE_PAIR * de
+                                            : groups_at + SCALE_PAIR * e,
+                     zeros_at = HOIST == 2 ? zeros_at0 + 2 * de
+                                           : groups_at + ZEROS_OFF + 2 * e;
       if constexpr (MINS) {
         asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
                      : "=f"(q.fscales.x), "=f"(q.fscales.y)
-                     : "r"(groups_at + 8 * e));
+                     : "r"(scales_at));
         asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
                      : "=f"(q.mins.x), "=f"(q.mins.y)
-                     : "r"(groups_at + MINS_OFF + 8 * e));
+                     : "r"(scales_at + MINS_OFF));
       } else {
         asm volatile("ld.shared.u32 %0, [%1];"
                      : "=r"(q.scales)
-                     : "r"(groups_at + 4 * e));
+                     : "r"(scales_at));
       }
       if constexpr (ZP)
         asm volatile("ld.shared.u16 %0, [%1];"
                      : "=h"(q.zeros)
-                     : "r"(groups_at + ZEROS_OFF + 2 * e));
+                     : "r"(zeros_at));
 #endif
     } else {
       q = kiln_quant_group_load<MINS, ZP>(w, SCALES, MINS_AT, ZEROS, tiles[p],
