@@ -219,12 +219,16 @@ struct ResultStores {
 };
 ResultStores resultStores(mlir::Operation *op, CudaKernel &k);
 
-/// kiln.fused_qkv's matmul (C = x[S, k] . W[n, k]^T) and the CUDA both of
-/// its templates share: the constants and kiln_qkv_task, which stores one
-/// of the `tasks` tasks of a token's row.
+/// kiln.fused_qkv's matmul (C = x[S, k] . W[n, k]^T) and the CUDA its
+/// templates share. `tasks`: the constants of a token's row and of the
+/// cache (QW, KVW, DH, the RoPE table, the pool), kiln_qkv_task, which
+/// stores one of the `taskCount` tasks of the row, and kiln_qkv_head;
+/// `header`: the matmul's constants (K, N, VEC, NORM, EPS) and `tasks`.
+/// The quantized GEMV takes `tasks` alone (it has a K, N, NORM and EPS of
+/// its own).
 struct QkvShape {
-  int64_t k = 0, n = 0, tasks = 0;
-  std::string header;
+  int64_t k = 0, n = 0, taskCount = 0;
+  std::string tasks, header;
 };
 llvm::Expected<QkvShape> qkvShape(mlir::Operation *op,
                                   const CodegenOptions &opts);

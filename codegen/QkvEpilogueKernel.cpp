@@ -48,7 +48,7 @@ emitQkvEpilogue(Operation *op, const CodegenOptions &opts, Phase phase) {
   // quantized cache: q's columns a thread each, the heads a warp each).
   int64_t work = quant ? std::max<int64_t>(shape->n - 2 * cache.getSlotWidth(),
                                            2 * cache.getKvHeads() * 32)
-                       : shape->tasks;
+                       : shape->taskCount;
   int64_t colBlocks =
       phase == Phase::decode ? (work + threads - 1) / threads : 1;
   k.grid = {1, colBlocks, 1};

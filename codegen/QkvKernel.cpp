@@ -38,30 +38,32 @@ llvm::Expected<QkvShape> qkvShape(Operation *op, const CodegenOptions &opts) {
   bool interleaved = rope && *qkv.getRopeLayout() == RopeLayout::interleaved;
   // With RoPE one task computes both columns of a rotated pair of k.
   int64_t kTasks = rope ? kvw / 2 : kvw;
-  s.tasks = qw + kTasks + kvw;
+  s.taskCount = qw + kTasks + kvw;
   auto eps = qkv.getNormEpsilon();
 
-  llvm::raw_string_ostream os(s.header);
-  os << "\n// kernel " << kernelFor(op).kernel << ": [q | k | v] = x[S, " << s.k
-     << "] . W[" << s.n << ", " << s.k << "]^T" << (eps ? ", RMSNorm" : "")
-     << (rope ? ", RoPE on k" : "") << ", k and v into layer " << qkv.getLayer()
-     << "'s cache\n";
+  llvm::raw_string_ostream header(s.header);
+  header << "\n// kernel " << kernelFor(op).kernel << ": [q | k | v] = x[S, "
+         << s.k << "] . W[" << s.n << ", " << s.k << "]^T"
+         << (eps ? ", RMSNorm" : "") << (rope ? ", RoPE on k" : "")
+         << ", k and v into layer " << qkv.getLayer() << "'s cache\n";
+  header << "constexpr int K = " << s.k << ", N = " << s.n
+         << ", VEC = " << vectorWidth(s.k, opts.maxVectorWidth) << ";\n";
+  header << "constexpr bool NORM = " << (eps ? "true" : "false") << ";\n";
+  header << "constexpr float EPS = "
+         << floatLiteral(eps ? eps->convertToDouble() : 0.0) << ";\n";
+
+  llvm::raw_string_ostream os(s.tasks);
   std::optional<double> theta;
   if (rope)
     theta = qkv.getRopeTheta()->convertToDouble();
   os << ropePrelude(cache.getHeadDim(), theta, qkv.getRopeLinear(),
                     qkv.getRopeDynamicAttr());
-  os << "constexpr int K = " << s.k << ", N = " << s.n
-     << ", VEC = " << vectorWidth(s.k, opts.maxVectorWidth) << ";\n";
   os << "constexpr int QW = " << qw << ", KVW = " << kvw
      << ", DH = " << cache.getHeadDim() << ", KV_HEADS = " << cache.getKvHeads()
-     << ", K_TASKS = " << kTasks << ", TASKS = " << s.tasks << ";\n"
+     << ", K_TASKS = " << kTasks << ", TASKS = " << s.taskCount << ";\n"
      << poolConstants(op) << kvCachePrelude(cache);
-  os << "constexpr bool NORM = " << (eps ? "true" : "false")
-     << ", ROPE = " << (rope ? "true" : "false")
+  os << "constexpr bool ROPE = " << (rope ? "true" : "false")
      << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
-  os << "constexpr float EPS = "
-     << floatLiteral(eps ? eps->convertToDouble() : 0.0) << ";\n";
   os << R"cuda(
 
 // One task of a token's [q | k | v] row: a column of q (stored in q), a
@@ -129,7 +131,24 @@ kiln_qkv_head(int h, int pos, int len, long long slot, Value value,
   kiln_kv_store_head<DH>(x, (key ? k_cache : v_cache) + slot * KVW + head * DH,
                          (key ? k_scales : v_scales) + slot * KV_HEADS + head);
 }
+
+// The task of column col of [q | k | v] (-1: the second column of a
+// rotated pair of k, which its first column's task stores).
+__device__ __forceinline__ int kiln_qkv_task_of(int col) {
+  if (col < QW)
+    return col;
+  if (col >= QW + KVW)
+    return col - QW - KVW + QW + K_TASKS;
+  const int e = col - QW;
+  if constexpr (!ROPE)
+    return QW + e;
+  const int d = e % DH, head = e - d;
+  if constexpr (INTERLEAVED) // pairs (2i, 2i + 1)
+    return d % 2 ? -1 : QW + (head + d) / 2;
+  return d < DH / 2 ? QW + head / 2 + d : -1; // pairs (i, i + DH / 2)
+}
 )cuda";
+  header << s.tasks;
   return s;
 }
 

@@ -180,18 +180,11 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
      << ", RMS = " << (fused && shape.eps ? "true" : "false")
      << ", QKV = " << (qkv ? "true" : "false") << ";\n";
   os << "constexpr int PAIR_STRIDE = " << pairStride << ";\n";
-  if (qkv) {
-    int64_t kvw = cache.getSlotWidth();
-    std::optional<double> theta;
-    if (auto t = qkvOp.getRopeTheta())
-      theta = t->convertToDouble();
-    os << ropePrelude(cache.getHeadDim(), theta, qkvOp.getRopeLinear(),
-                      qkvOp.getRopeDynamicAttr());
-    os << "constexpr int QW = " << n - 2 * kvw << ", KVW = " << kvw
-       << ", DH = " << cache.getHeadDim() << ";\n";
-    os << "constexpr bool ROPE = " << (theta ? "true" : "false")
-       << ", INTERLEAVED = " << (interleaved ? "true" : "false") << ";\n";
-    os << poolConstants(op) << kvCachePrelude(cache);
+  if (qkv) { // the row's tasks, as the f16 QKV GEMV stores them
+    auto tasks = qkvShape(op, opts);
+    if (!tasks)
+      return tasks.takeError();
+    os << tasks->tasks;
   }
   os << "constexpr int PARTS = SWIGLU ? 2 : 1, WARP_TILES = " << warpTiles
      << ";\n";
@@ -900,28 +893,16 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   __syncthreads();
   if (part != 0 || t != 0 || !live)
     return;
-  const int pos = qkv_pos;
-  const long long slot = qkv_slot;
   // Column col of [q | k | v], one of the block's tiles' rows.
   auto value = [&](int col) {
     return tile_rows[col / 16 == kiln_block_tile(0) ? 0 : 1][col % 16];
   };
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int col = wt * 16 + g + 8 * h;
-    const float y = value(col);
-    if (col < QW) {
-      q[col] = __float2half(y);
-    } else if (col < QW + KVW) {
-      const int e = col - QW, head = e - e % DH;
-      float key = y;
-      if constexpr (ROPE)
-        key = kiln_rope_rotate<DH, INTERLEAVED>(
-            [&](int d) { return value(QW + head + d); }, e % DH, pos, pos + 1);
-      k_cache[slot + e] = __float2half(key);
-    } else {
-      v_cache[slot + col - QW - KVW] = __float2half(y);
-    }
+    const int col = wt * 16 + g + 8 * h, task = kiln_qkv_task_of(col);
+    if (col < N && task >= 0)
+      kiln_qkv_task(task, qkv_pos, qkv_pos + 1, qkv_slot, value, true, q,
+                    k_cache, v_cache);
   }
 }
 )cuda";
