@@ -278,7 +278,9 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   static_assert(RAW || !(MINS && STAGE_X), "decode's mins are RAW's offsets");
   // The staged x's sums, of XCHUNK columns each (a warp's 64, or a group's
   // where shorter: XSEG lanes' pairs), XCPG a group.
-  constexpr int XSEG = (GROUP / 2) % 32 == 0 ? 32 : (GROUP / 2) % 16 == 0 ? 16 : 8;
+  constexpr int XSEG = (GROUP / 2) % 32 == 0   ? 32
+                       : (GROUP / 2) % 16 == 0 ? 16
+                                               : 8;
   constexpr int XCHUNK = 2 * XSEG, XCPG = GROUP / XCHUNK;
   static_assert(GROUP % XCHUNK == 0, "a group is whole chunks of x's sums");
   // Decode loads x for two k-steps at once (16 bytes), but where a warp
@@ -548,8 +550,9 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   auto group_of = [&](int p) {
     Group q{};
     if constexpr (STAGE_GROUPS) {
-      const int e = HOIST ? entry0 + (p * TPB * GROUPS + group) * 8
-                          : ((p * TPB + warp / SPLIT_K) * GROUPS + group) * 8 + g;
+      const int e =
+          HOIST ? entry0 + (p * TPB * GROUPS + group) * 8
+                : ((p * TPB + warp / SPLIT_K) * GROUPS + group) * 8 + g;
 #ifdef KILN_CUDA_EMU_H
       if constexpr (MINS) {
         q.fscales = reinterpret_cast<const float2 *>(group_stage)[e];
