@@ -150,17 +150,22 @@ kiln_quant_group_load(const unsigned char *w, long long scales_at,
 struct kiln_quant_zero {
   __half2 lo, hi, hi16;
 };
+// A group's zero codes of rows g (x) and g + 8 (y): its zero points, or
+// MIDDLE without them.
+template <bool ZP, int MIDDLE, bool MINS>
+__device__ __forceinline__ float2
+kiln_quant_zero_codes(const kiln_quant_group<MINS, ZP> &q) {
+  if constexpr (ZP)
+    return make_float2(float(q.zeros & 0xff), float(q.zeros >> 8));
+  return make_float2(MIDDLE, MIDDLE);
+}
 template <bool ZP, int MIDDLE, bool MINS>
 __device__ __forceinline__ kiln_quant_zero
 kiln_quant_zeros_of(const kiln_quant_group<MINS, ZP> &q) {
-  float z_lo = MIDDLE, z_hi = MIDDLE;
-  if constexpr (ZP) {
-    z_lo = float(q.zeros & 0xff);
-    z_hi = float(q.zeros >> 8);
-  }
-  return {__floats2half2_rn(1024.0f + z_lo, 1024.0f + z_lo),
-          __floats2half2_rn(1024.0f + z_hi, 1024.0f + z_hi),
-          __floats2half2_rn(64.0f + z_hi, 64.0f + z_hi)};
+  const float2 z = kiln_quant_zero_codes<ZP, MIDDLE>(q);
+  return {__floats2half2_rn(1024.0f + z.x, 1024.0f + z.x),
+          __floats2half2_rn(1024.0f + z.y, 1024.0f + z.y),
+          __floats2half2_rn(64.0f + z.y, 64.0f + z.y)};
 }
 
 // A group's scales of rows g (x) and g + 8 (y), as the fragments' values
@@ -193,12 +198,8 @@ kiln_quant_mins_of(const kiln_quant_group<MINS, ZP> &q) {
 template <int KIND, bool ZP, int MIDDLE, bool MINS>
 __device__ __forceinline__ float2
 kiln_quant_raw_offsets(const kiln_quant_group<MINS, ZP> &q) {
-  float z_lo = MIDDLE, z_hi = MIDDLE;
-  if constexpr (ZP) {
-    z_lo = float(q.zeros & 0xff);
-    z_hi = float(q.zeros >> 8);
-  }
-  return make_float2(1024.0f + z_lo, (KIND == 4 ? 64.0f : 1024.0f) + z_hi);
+  const float2 z = kiln_quant_zero_codes<ZP, MIDDLE>(q);
+  return make_float2(1024.0f + z.x, (KIND == 4 ? 64.0f : 1024.0f) + z.y);
 }
 
 // The A fragment of one k-step from its codes (int4: one word; 8-bit: two),

@@ -123,7 +123,6 @@ int resultOperand(const Instruction &in) {
   return 0;
 }
 
-/// How many registers the result of `in` spans.
 /// The registers of operand i of an HMMA (0 its result D, 1 A, 2 B, 3 C)
 /// by its shape and accumulator (m16n8k16: A 4, B 2, an f32 C 4, an f16
 /// C 2; m16n8k8: A 2, B 1); 4, the widest, for a shape it does not know,
@@ -141,6 +140,7 @@ int mmaFragmentWidth(const Instruction &in, int operand) {
   return 4;
 }
 
+/// How many registers the result of `in` spans.
 int resultWidth(const Instruction &in) {
   StringRef base = in.base();
   if (base == "LDSM") // .M88 one 8x8 matrix per register; .2, .4
