@@ -28,9 +28,10 @@
 #     kit's costs file, each kernel's achieved GB/s and TFLOP/s and the
 #     cost model's predicted time beside the measured one);
 #   - times llama2-7b's tuning candidates (decode and prefill attention,
-#     cuBLASLt's GEMM algorithms, kiln's own GEMM for short prompts)
-#     with CUDA events: a table of the default knobs against the best, and
-#     $OUT/measurements.json (and measurements-short.json) for kiln tune
+#     cuBLASLt's GEMM algorithms, kiln's own GEMM for short prompts, the
+#     int4-g128 decode GEMVs' split-K) with CUDA events: a table of the
+#     default knobs against the best, and $OUT/measurements.json (and
+#     measurements-short.json, measurements-quant.json) for kiln tune
 #     --measurements;
 #   - runs the same shapes in PyTorch with Hugging Face transformers (eager,
 #     and torch.compile with a static cache: bench/torch_peer.py) when they
@@ -219,6 +220,31 @@ if [ "$device" = emu ]; then
   say ""
   SECONDS=0
 fi
+
+# Timing a folder of tuning candidates with CUDA events, time-boxed;
+# measurements*.json come back for kiln tune --measurements on the kiln
+# machine (docs/tuning-db.md). A candidate that did not run is rejected
+# with its error, which the table lists.
+time_candidates() { # folder, seconds, measurements file
+  local dir=$1 seconds=$2 file=$3
+  if ((seconds == 0)); then
+    say "Timing $dir: $skip."
+  elif bounded "$seconds" "$run" --time-candidates "$work/$dir" --device "$device" \
+    --repeats "$repeats" --measurements "$file" >"$work/time-$dir.txt" 2>&1; then
+    python3 bench/measure_table.py "$file" | tee -a "$report"
+  elif [ -f "$file.partial" ]; then
+    # Stopped by the time box: what it measured is kept.
+    mv "$file.partial" "$file"
+    say "(Timing $dir was stopped at $seconds s; these are the bundles it finished.)"
+    say ""
+    python3 bench/measure_table.py "$file" | tee -a "$report"
+  else
+    status=1
+    say "FAIL: timing the tuning candidates in $dir: $(tail -1 "$work/time-$dir.txt")"
+  fi
+  say ""
+  rm -rf "${work:?}/$dir"
+}
 
 status=0
 # The fixtures the kit holds bundles of (the emu kit: tiny-gqa and tiny-mha;
@@ -661,6 +687,13 @@ if [ -f "$qbundle" ] && [ -f "$work/prompts-decode-128.txt" ]; then
   fi
 fi
 
+# The same GEMVs by their split-K (issue 17; cand-quant: decode.quant-gemv's
+# quant-warps, int4-g128 at 128 keys): whether fewer warps, each streaming
+# longer, beat more waves of shorter ones, which the profile alone cannot
+# say (docs/tuning-db.md).
+[ -d "$work/cand-quant" ] &&
+  time_candidates cand-quant "$(box 45 150)" "$out/measurements-quant.json"
+
 # Where the time goes: every launch of llama2-7b's prefill and decode
 # steps timed alone (kiln-run --profile; the second of two runs): a
 # 2048-token prompt at batch 1 (cuBLAS and the tiled attention in prefill,
@@ -744,32 +777,9 @@ else
 fi
 
 # Tuning: llama2-7b's candidates (the kit's cand.tar.xz, from kiln tune
-# --emit-candidates) timed with CUDA events, each folder time-boxed (cand:
-# 512 and 2048 tokens; cand-short: the GEMMs of 16- and 64-token prompts
-# and of decode steps of 8 and 32 sequences, cuBLAS against kiln's own);
-# measurements*.json come back for kiln tune --measurements on the kiln
-# machine (docs/tuning-db.md). A candidate that did not run is rejected
-# with its error, which the table lists.
-time_candidates() { # folder, seconds, measurements file
-  local dir=$1 seconds=$2 file=$3
-  if ((seconds == 0)); then
-    say "Timing $dir: $skip."
-  elif bounded "$seconds" "$run" --time-candidates "$work/$dir" --device "$device" \
-    --repeats "$repeats" --measurements "$file" >"$work/time-$dir.txt" 2>&1; then
-    python3 bench/measure_table.py "$file" | tee -a "$report"
-  elif [ -f "$file.partial" ]; then
-    # Stopped by the time box: what it measured is kept.
-    mv "$file.partial" "$file"
-    say "(Timing $dir was stopped at $seconds s; these are the bundles it finished.)"
-    say ""
-    python3 bench/measure_table.py "$file" | tee -a "$report"
-  else
-    status=1
-    say "FAIL: timing the tuning candidates in $dir: $(tail -1 "$work/time-$dir.txt")"
-  fi
-  say ""
-  rm -rf "${work:?}/$dir"
-}
+# --emit-candidates), each folder time-boxed (cand: 512 and 2048 tokens;
+# cand-short: the GEMMs of 16- and 64-token prompts and of decode steps of
+# 8 and 32 sequences, cuBLAS against kiln's own).
 if [ -d "$work/cand" ]; then
   time_candidates cand "$(box 120 70)" "$out/measurements.json"
   [ -d "$work/cand-short" ] &&

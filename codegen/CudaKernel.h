@@ -49,6 +49,10 @@ struct CodegenOptions {
   /// each group starts and ends, as prompts' GEMMs load them (0).
   /// quant-stage.
   int quantStage = 1;
+  /// Decode GEMVs of quantized weights: the warps an SM their split-K
+  /// fills, the most warps a tile that keep to it (0: at least 32 warps
+  /// an SM, in powers of two). quant-warps.
+  int quantWarps = 0;
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
   std::vector<int64_t> prefillBuckets;
@@ -70,7 +74,8 @@ std::vector<int64_t> batchBuckets(int64_t sequences);
 /// gemv-split-k, gemv-unroll, vector-width (1, 2, 4, 8), attention-warps,
 /// kv-splits, sm-count, epilogue-threads, prefill-attention-rows,
 /// prefill-attention-keys,
-/// elementwise-threads, gemm-algo, gemm-tile, quant-gemm, quant-stage.
+/// elementwise-threads, gemm-algo, gemm-tile, quant-gemm, quant-stage,
+/// quant-warps.
 /// Fails naming an unknown knob or a value out of range (a block has at most
 /// 1024 threads).
 llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts);

@@ -595,6 +595,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"gemm-tile", &opts.gemmTile, 1, 16},
       {"quant-gemm", &opts.quantGemm, -1, 2},
       {"quant-stage", &opts.quantStage, 0, 1},
+      {"quant-warps", &opts.quantWarps, 0, 64},
   };
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
@@ -610,7 +611,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
           "kv-splits, sm-count, epilogue-threads, prefill-attention-rows, "
           "prefill-attention-keys, "
           "elementwise-threads, gemm-algo, gemm-tile, quant-gemm, "
-          "quant-stage)");
+          "quant-stage, quant-warps)");
     int v;
     if (value.trim().getAsInteger(10, v) || v < knob->lo || v > knob->hi)
       return llvm::createStringError(llvm::Twine(knob->name) + ": '" +

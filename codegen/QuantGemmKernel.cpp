@@ -104,19 +104,40 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   // The tiles a warp streams: with SwiGLU gate tile j and up tile
   // TILES / 2 + j together.
   const int64_t warpTiles = swiglu ? layout.tiles / 2 : layout.tiles;
-  // Split-K: at least 32 warps an SM of an H100/H200 (132 SMs), each with
-  // UNROLL 16-byte loads a lane in flight (32 KB an SM), in a power of two
-  // of at most 16 warps a tile and at least UNROLL loads a warp. (The
-  // waves this leaves are the cost model's to weigh: a knob for kiln tune
-  // is the next step.)
+  // Split-K: at least 32 warps an SM (sm-count of them), each with UNROLL
+  // 16-byte loads a lane in flight (32 KB an SM), in a power of two of at
+  // most 16 warps a tile and at least UNROLL loads a warp. Decode's
+  // quant-warps (kiln tune's knob) asks instead for the most warps a tile
+  // that keep them all to that many an SM, one wave where they fit: fewer
+  // warps, each streaming longer, against more waves of shorter ones.
   // A batch's sums of x for mins (8 more registers) do not fit the 128
   // registers a thread that 512 threads a block leave: 8 warps a tile then.
   const int maxSplitK = quant->mins && phase != Phase::decode ? 8 : 16;
   int splitK = 1;
-  while (splitK < maxSplitK && warpTiles * splitK < 32 * 132 &&
-         loads / (2 * splitK) >= unroll)
-    splitK *= 2;
-  const int tilesPerBlock = qkv ? 2 : std::max(1, 8 / splitK);
+  if (phase == Phase::decode && opts.quantWarps > 0) {
+    splitK = int(std::clamp<int64_t>(
+        int64_t(opts.quantWarps) * opts.smCount / warpTiles, 1, maxSplitK));
+    while (splitK > 1 && loads / splitK < unroll)
+      --splitK;
+  } else {
+    while (splitK < maxSplitK && warpTiles * splitK < 32 * opts.smCount &&
+           loads / (2 * splitK) >= unroll)
+      splitK *= 2;
+  }
+  // Decode streams W at the bandwidth only with enough warps an SM: at
+  // least 32 (16 with SwiGLU's two tiles a warp, whose registers would
+  // spill at 64), the registers held to what that leaves.
+  const int decodeThreads = swiglu ? 512 : 1024;
+  int tilesPerBlock = qkv ? 2 : std::max(1, 8 / splitK);
+  // A split-K of no power of two (quant-warps): the tiles a block that
+  // leave the fewest of decodeThreads' warps unused.
+  auto resident = [&](int tpb) {
+    return decodeThreads / (32 * tpb * splitK) * tpb * splitK;
+  };
+  if (!qkv && (splitK & (splitK - 1)))
+    for (int tpb = tilesPerBlock - 1; tpb >= 1; --tpb)
+      if (resident(tpb) > resident(tilesPerBlock))
+        tilesPerBlock = tpb;
   // fused_qkv: a block's second tile is PAIR_STRIDE tiles after its first
   // (half a head with rotate-half RoPE, else the next).
   int64_t pairStride = 0;
@@ -207,10 +228,6 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
      << (fused ? "" : ", ceil(S / (8 * NT))")
      << "), block (THREADS): SPLIT_K warps a tile of 16 rows of W (with "
         "SwiGLU a gate and an up tile), each a span of K\n";
-  // Decode streams W at the bandwidth only with enough warps an SM: at
-  // least 32 (16 with SwiGLU's two tiles a warp, whose registers would
-  // spill at 64), the registers held to what that leaves.
-  const int decodeThreads = swiglu ? 512 : 1024;
   os << R"cuda(
 // Tile i of this block: the next TPB from blockIdx.x * TPB, or (fused_qkv)
 // tiles PAIR_STRIDE apart, in chunks of 2 PAIR_STRIDE.

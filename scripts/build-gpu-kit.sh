@@ -156,7 +156,7 @@ build/bin/kiln compile llama2-7b --quantize fp8 --kernel-options quant-gemm=2 \
 # tokens and decode steps of 8 and 32 sequences (cand-short/: kiln's GEMM
 # re-reads W per tile, far too slow to time at 2048 rows). The bundles share most of their bytes, so xz packs them to a
 # small fraction (gpu_check.sh unpacks with Python).
-rm -rf build-kit/cand build-kit/cand-short
+rm -rf build-kit/cand build-kit/cand-short build-kit/cand-quant
 # The families' candidates as tune/Tuner.cpp lists them, less kiln's GEMM
 # (a knob that is no longer a candidate stops the build here).
 knobs=""
@@ -176,7 +176,12 @@ build/bin/kiln tune llama2-7b --emit-candidates build-kit/cand \
 build/bin/kiln tune llama2-7b --emit-candidates build-kit/cand-short \
   --families prefill.gemm,decode.gemm --seq-lens 16,64 --batch 8,32 \
   --target sm_90 >/dev/null
-tar -C build-kit -cJf gpu-kit/cand.tar.xz cand cand-short
+# int4-g128's decode GEMVs by their split-K (cand-quant/; issue 17: fewer
+# warps streaming longer against more waves of shorter ones).
+build/bin/kiln tune llama2-7b --quantize int4-g128 \
+  --emit-candidates build-kit/cand-quant --families decode.quant-gemv \
+  --seq-lens 128 --batch 1 --target sm_90 >/dev/null
+tar -C build-kit -cJf gpu-kit/cand.tar.xz cand cand-short cand-quant
 # Should the GPU machine's C library be older than this one's, gpu_check.sh
 # builds kiln-run there from the repository with these.
 mkdir -p gpu-kit/include gpu-kit/lib

@@ -57,6 +57,12 @@ bool isQuantFamily(const TuneFamily &f) {
   return f.name == "prefill.quant-gemm";
 }
 
+/// decode.quant-gemv: decode's GEMVs of quantized weights (dequantized in
+/// registers, on tensor cores), by their split-K.
+bool isQuantGemvFamily(const TuneFamily &f) {
+  return f.name == "decode.quant-gemv";
+}
+
 /// The share of the dense tensor peak kiln's quantized GEMM reaches in a
 /// prefill: the SASS audit of llama2-7b int4-g128's prefill .qgemm kernels
 /// on sm_90 finds them issue-bound at 128 to 191 of 989 TFLOP/s (kiln
@@ -93,7 +99,9 @@ std::vector<Operation *> familyOps(ModuleOp module, const TuneFamily &f) {
         : elementwise ? t == KernelTemplate::embedding
         : isQuantFamily(f)
             ? isMatmul(op) && hasQuantizedWeight(op) && followsGemm(t)
-            : isMatmul(op))
+            // decode.gemv's are f16 weights' GEMVs, the quantized ones
+            // decode.quant-gemv's.
+            : isMatmul(op) && hasQuantizedWeight(op) == isQuantGemvFamily(f))
       ops.push_back(op);
   }
   return ops;
@@ -191,6 +199,15 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
     l.flops = 2 * n * kd;
     l.loadBytes = 2 * vectorWidth(int64_t(kd), opts.maxVectorWidth);
     l.loadsInFlight = 2 * opts.gemvUnroll; // two rows, gemv-unroll each
+  } else if (isQuantGemvFamily(f)) {
+    // W's packed bytes once, x (staged by every block, from L2), the
+    // results; the token padded to an n8 tile of the mmas.
+    l.hbmBytes = double(estimateCost(op, {rows, length}).weightBytes) + kd * 2 +
+                 outs * 2;
+    l.l2Bytes = double(l.grid[0]) * kd * 2;
+    l.flops = 2 * 8 * n * kd;
+    l.tensorCores = true;
+    l.loadsInFlight = opts.gemvUnroll; // 16 bytes each, a lane
   } else if (isQuantFamily(f) && opts.quantGemm == 1) {
     // The dequantize kernel: the packed weight read once, W f16 written
     // (cuBLAS's GEMM of it is added by the caller).
@@ -248,6 +265,11 @@ const std::vector<TuneFamily> &tuneFamilies() {
        product({{"gemv-rows", {1, 2, 4, 8}},
                 {"gemv-split-k", {1, 2, 4}},
                 {"gemv-unroll", {4, 8}}})},
+      // Its quantized weights' GEMVs (none in an f16 model): their warps
+      // an SM (0: at least 32 in powers of two a tile; else one wave of
+      // that many where the tiles allow).
+      {"decode.quant-gemv", "context", false,
+       product({{"quant-warps", {0, 8, 16, 24, 32}}})},
       {"decode.attention", "context", true,
        product({{"attention-warps", {2, 4, 8}},
                 {"kv-splits", {0, 1, 2, 4, 8, 16}}})},
@@ -378,7 +400,7 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
 
   for (const TuneFamily *f : families) {
     std::vector<Operation *> ops = familyOps(module, *f);
-    if (ops.empty() && isQuantFamily(*f)) {
+    if (ops.empty() && (isQuantFamily(*f) || isQuantGemvFamily(*f))) {
       result.lines.push_back(absl::StrFormat(
           "%-19s none: the model has no quantized weights", f->name));
       done += int64_t(opts.seqLens.size());
@@ -581,8 +603,9 @@ llvm::Error applyTuning(ModuleOp module, const TuningDb &db,
   };
   // Decode: one plan for every context; its longest lengths weigh most.
   for (const TuningEntry *e : used)
-    if (e->key.batch == 1 &&
-        (e->key.family == "decode.gemv" || e->key.family == "decode.attention"))
+    if (e->key.batch == 1 && (e->key.family == "decode.gemv" ||
+                              e->key.family == "decode.quant-gemv" ||
+                              e->key.family == "decode.attention"))
       if (llvm::Error err = apply(e->buckets.back().knobs))
         return err;
   // Batched decode: for each bucket, every batched family's winner at the

@@ -47,7 +47,8 @@ struct TuneFamily {
   }
 };
 
-/// decode.gemv, decode.attention, decode.gemm (the batched decode plans'
+/// decode.gemv, decode.quant-gemv (quantized weights' GEMVs),
+/// decode.attention, decode.gemm (the batched decode plans'
 /// GEMMs, batches of 2 and more), prefill.attention, prefill.epilogue,
 /// prefill.elementwise (the embedding: the one elementwise kernel fusion
 /// leaves), prefill.gemm (cuBLAS's own choice, one of cuBLASLt's, or kiln's

@@ -11,7 +11,9 @@
 // a mean and outlier channels (the cancellation's worst). Whole-row formats
 // (int4, int8, fp8) keep the exact dequantization and the same bound.
 // Also SwiGLU's fused GEMV (gate and up tiles a warp, two buffers of loads
-// in turn), over an odd number of passes and warps with no span.
+// in turn), over an odd number of passes and warps with no span, and
+// kiln tune's quant-warps: split-Ks of 3 and 5 warps a tile, whose spans
+// are not whole passes.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -41,6 +43,9 @@ struct Case {
   int64_t rows, cols;
   bool swiglu = false; // rows: [gate | up], the result silu(gate) * up
   int unroll = 4;      // gemv-unroll: loads a pass
+  /// quant-warps on one SM (0: the default split-K): warps a tile =
+  /// warps / tiles, of no power of two here, spans of no whole passes.
+  int warps = 0;
 };
 
 class QuantGemv : public ::testing::TestWithParam<Case> {};
@@ -73,6 +78,10 @@ CudaKernel emitGemv(QuantFormat format, const Case &c) {
   b.create<mlir::func::ReturnOp>(loc, linear.getResults());
   CodegenOptions opts;
   opts.gemvUnroll = c.unroll;
+  if (c.warps) {
+    opts.quantWarps = c.warps;
+    opts.smCount = 1;
+  }
   auto k = emitQuantGemm(linear, opts, Phase::decode, /*fused=*/c.swiglu);
   module->erase();
   EXPECT_TRUE(bool(k)) << llvm::toString(k.takeError());
@@ -109,6 +118,11 @@ TEST_P(QuantGemv, MatchesTheDotProductsInDouble) {
 
   CudaKernel k = emitGemv(*format, c);
   ASSERT_FALSE(k.source.empty());
+  if (c.warps) { // the split-K quant-warps asks for
+    const int64_t tiles = c.swiglu ? c.rows / 32 : c.rows / 16;
+    EXPECT_NE(k.source.find("SPLIT_K = " + std::to_string(c.warps / tiles)),
+              std::string::npos);
+  }
   auto fns = compileEmuKernels(
       {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
   ASSERT_TRUE(fns.ok()) << fns.status();
@@ -167,7 +181,12 @@ INSTANTIATE_TEST_SUITE_P(
         // 3 passes of 2 loads; 3 of 4, 1, and no span.
         Case{"int4-g128", 64, 6144, true, 2},
         Case{"int4-g128", 64, 11008, true}, Case{"int8", 64, 4096, true},
-        Case{"fp8", 64, 4096, true}),
+        Case{"fp8", 64, 4096, true},
+        // quant-warps: 3 warps a tile (spans of 58, 58 and 56 loads), 3
+        // of a mins format, SwiGLU's 5 (36 loads, the last 28).
+        Case{"int4-g128", 64, 11008, false, 4, 12},
+        Case{"int4-g32-min", 32, 4096, false, 4, 6},
+        Case{"int4-g128", 64, 11008, true, 4, 10}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = info.param.format;
       std::replace(name.begin(), name.end(), '-', '_');
@@ -175,7 +194,9 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.swiglu ? "_swiglu" : "") +
              (info.param.unroll != 4
                   ? "_unroll" + std::to_string(info.param.unroll)
-                  : "");
+                  : "") +
+             (info.param.warps ? "_warps" + std::to_string(info.param.warps)
+                               : "");
     });
 
 } // namespace

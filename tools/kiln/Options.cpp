@@ -260,7 +260,8 @@ cl::opt<std::string> kernelOptionsFlag(
         "Kernel tuning knobs, name=value,...: gemv-rows, gemv-split-k, "
         "gemv-unroll, vector-width, attention-warps, kv-splits, sm-count, "
         "epilogue-threads, prefill-attention-rows, prefill-attention-keys, "
-        "elementwise-threads, gemm-algo, gemm-tile, quant-gemm, quant-stage"),
+        "elementwise-threads, gemm-algo, gemm-tile, quant-gemm, quant-stage, "
+        "quant-warps"),
     cl::value_desc("knobs"), cl::sub(compileCommand()), cl::sub(runCommand()),
     cl::sub(serveCommand()), cl::sub(tuneCommand()), cl::sub(evalCommand()));
 

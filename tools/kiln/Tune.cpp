@@ -41,9 +41,10 @@ cl::opt<std::string> batchFlag("batch",
                                cl::init("1"), cl::sub(tuneCommand()));
 cl::opt<std::string> familiesFlag(
     "families",
-    cl::desc("Families to tune (default all): decode.gemv, decode.attention, "
-             "decode.gemm, prefill.attention, prefill.epilogue, "
-             "prefill.elementwise, prefill.gemm"),
+    cl::desc("Families to tune (default all): decode.gemv, "
+             "decode.quant-gemv, decode.attention, decode.gemm, "
+             "prefill.attention, prefill.epilogue, prefill.elementwise, "
+             "prefill.gemm, prefill.quant-gemm"),
     cl::sub(tuneCommand()));
 cl::opt<std::string> targetFlag("target",
                                 cl::desc("The GPU's target: sm_90 (default, "
