@@ -114,7 +114,8 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   // registers a thread that 512 threads a block leave: 8 warps a tile then.
   const int maxSplitK = quant->mins && phase != Phase::decode ? 8 : 16;
   int splitK = 1;
-  if (phase == Phase::decode && opts.quantWarps > 0) {
+  const bool chosenSplit = phase == Phase::decode && opts.quantWarps > 0;
+  if (chosenSplit) {
     splitK = int(std::clamp<int64_t>(
         int64_t(opts.quantWarps) * opts.smCount / warpTiles, 1, maxSplitK));
     while (splitK > 1 && loads / splitK < unroll)
@@ -189,6 +190,8 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   os << quantBufferConstants(*weight);
   os << "constexpr int NT = " << nTiles << ", SPLIT_K = " << splitK
      << ", TPB = " << tilesPerBlock << ", UNROLL = " << unroll << ";\n";
+  os << "constexpr bool PASS_SPANS = " << (chosenSplit ? "true" : "false")
+     << "; // quant-warps' split-K: spans of whole passes\n";
   os << "constexpr bool STAGE_X = "
      << (phase == Phase::decode ? "true" : "false")
      << "; // x's row in shared memory, in B fragment order\n";
@@ -283,7 +286,20 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // the loop is unrolled, and the group bookkeeping of the others compiles
   // away (it was most of a decode k-step's instructions).
   constexpr int KPG = GROUP / 16, LPG = KPG > STEPS ? KPG / STEPS : 1;
-  constexpr int SPAN = ((LOADS + SPLIT_K - 1) / SPLIT_K + LPG - 1) / LPG * LPG;
+  constexpr int GROUP_SPAN =
+      ((LOADS + SPLIT_K - 1) / SPLIT_K + LPG - 1) / LPG * LPG;
+  // quant-warps' splits (of no power of two, mostly): rounded up to whole
+  // passes where that leaves no warp without loads, so that no load of a
+  // pass is bound-checked (int4-g128's down_proj in 8 spans: 61.5
+  // instructions a load of W, 40.75 in whole passes).
+  constexpr int PASS_LOADS = LPG > UNROLL ? LPG : UNROLL;
+  constexpr int PASS_SPAN =
+      (GROUP_SPAN + PASS_LOADS - 1) / PASS_LOADS * PASS_LOADS;
+  constexpr int SPAN = PASS_SPANS && PASS_LOADS % LPG == 0 &&
+                               PASS_LOADS % UNROLL == 0 &&
+                               PASS_SPAN * (SPLIT_K - 1) < LOADS
+                           ? PASS_SPAN
+                           : GROUP_SPAN;
   constexpr bool ONE_GROUP = GROUPS == 1;
   // Decode's grouped int4 and int8 codes go into the mmas raw (1024 +
   // code), each group's zero (and min) taken off its sum as it ends, from

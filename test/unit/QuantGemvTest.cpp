@@ -12,8 +12,8 @@
 // (int4, int8, fp8) keep the exact dequantization and the same bound.
 // Also SwiGLU's fused GEMV (gate and up tiles a warp, two buffers of loads
 // in turn), over an odd number of passes and warps with no span, and
-// kiln tune's quant-warps: split-Ks of 3 and 5 warps a tile, whose spans
-// are not whole passes.
+// kiln tune's quant-warps: split-Ks of 3, 5 and 12 warps a tile, in spans
+// of whole passes and not.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -44,7 +44,7 @@ struct Case {
   bool swiglu = false; // rows: [gate | up], the result silu(gate) * up
   int unroll = 4;      // gemv-unroll: loads a pass
   /// quant-warps on one SM (0: the default split-K): warps a tile =
-  /// warps / tiles, of no power of two here, spans of no whole passes.
+  /// warps / tiles, of no power of two here.
   int warps = 0;
 };
 
@@ -172,21 +172,25 @@ TEST_P(QuantGemv, MatchesTheDotProductsInDouble) {
 
 INSTANTIATE_TEST_SUITE_P(
     Formats, QuantGemv,
-    ::testing::Values(
-        Case{"int4-g128", 64, 4096}, Case{"int4-g128", 32, 11008},
-        Case{"int4-g32-zp", 32, 4096}, Case{"int4-g128-act", 32, 4096},
-        Case{"int8-g128", 32, 4096}, Case{"int4-g32-min", 32, 4096},
-        Case{"int8-g16-min", 32, 4096}, Case{"int4", 32, 4096},
-        Case{"int8", 32, 11008}, Case{"fp8", 32, 4096},
-        // 3 passes of 2 loads; 3 of 4, 1, and no span.
-        Case{"int4-g128", 64, 6144, true, 2},
-        Case{"int4-g128", 64, 11008, true}, Case{"int8", 64, 4096, true},
-        Case{"fp8", 64, 4096, true},
-        // quant-warps: 3 warps a tile (spans of 58, 58 and 56 loads), 3
-        // of a mins format, SwiGLU's 5 (36 loads, the last 28).
-        Case{"int4-g128", 64, 11008, false, 4, 12},
-        Case{"int4-g32-min", 32, 4096, false, 4, 6},
-        Case{"int4-g128", 64, 11008, true, 4, 10}),
+    ::testing::Values(Case{"int4-g128", 64, 4096}, Case{"int4-g128", 32, 11008},
+                      Case{"int4-g32-zp", 32, 4096},
+                      Case{"int4-g128-act", 32, 4096},
+                      Case{"int8-g128", 32, 4096},
+                      Case{"int4-g32-min", 32, 4096},
+                      Case{"int8-g16-min", 32, 4096}, Case{"int4", 32, 4096},
+                      Case{"int8", 32, 11008}, Case{"fp8", 32, 4096},
+                      // 3 passes of 2 loads; 3 of 4, 1, and no span.
+                      Case{"int4-g128", 64, 6144, true, 2},
+                      Case{"int4-g128", 64, 11008, true},
+                      Case{"int8", 64, 4096, true}, Case{"fp8", 64, 4096, true},
+                      // quant-warps: 3 warps a tile (spans of 60, 60 and 52
+                      // loads), 3 of a mins format (24, 24, 16), SwiGLU's 5 (36
+                      // loads, the last 28), and 12 on one tile: spans of 6, no
+                      // whole passes, the last warp's empty.
+                      Case{"int4-g128", 64, 11008, false, 4, 12},
+                      Case{"int4-g32-min", 32, 4096, false, 4, 6},
+                      Case{"int4-g128", 64, 11008, true, 4, 10},
+                      Case{"int4-g128", 16, 4096, false, 4, 12}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = info.param.format;
       std::replace(name.begin(), name.end(), '-', '_');
