@@ -400,9 +400,14 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
 
   for (const TuneFamily *f : families) {
     std::vector<Operation *> ops = familyOps(module, *f);
-    if (ops.empty() && (isQuantFamily(*f) || isQuantGemvFamily(*f))) {
-      result.lines.push_back(absl::StrFormat(
-          "%-19s none: the model has no quantized weights", f->name));
+    // The matmul families split by weight: a model may have none of one.
+    const char *none = isQuantFamily(*f) || isQuantGemvFamily(*f)
+                           ? "the model has no quantized weights"
+                       : f->name == "decode.gemv"
+                           ? "every matmul's weight is quantized"
+                           : nullptr;
+    if (ops.empty() && none) {
+      result.lines.push_back(absl::StrFormat("%-19s none: %s", f->name, none));
       done += int64_t(opts.seqLens.size());
       continue;
     }
