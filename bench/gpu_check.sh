@@ -692,7 +692,7 @@ fi
 # longer, beat more waves of shorter ones, which the profile alone cannot
 # say (docs/tuning-db.md).
 [ -d "$work/cand-quant" ] &&
-  time_candidates cand-quant "$(box 45 150)" "$out/measurements-quant.json"
+  time_candidates cand-quant "$(box 45 120)" "$out/measurements-quant.json"
 
 # Where the time goes: every launch of llama2-7b's prefill and decode
 # steps timed alone (kiln-run --profile; the second of two runs): a
