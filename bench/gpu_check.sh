@@ -63,6 +63,8 @@ case $device in
 cuda)
   kit=${GPU_CHECK_KIT:-gpu-kit}
   model="$kit/llama2-7b.kiln" name=llama2-7b vocab=32000
+  # The grouped int4 format of the quantized profile and split-K timings.
+  qformat=int4-g128
   #   name      prompt new batch
   cases="decode-128  128  128 1
 decode-2048 2048 128 1
@@ -81,6 +83,8 @@ batch-32 32 128 16"
 emu)
   kit=${GPU_CHECK_KIT:-gpu-kit-emu}
   model="$kit/stand-in.kiln" name="tiny-gqa (for llama2-7b)" vocab=320
+  # tiny-gqa's rows of 64 hold no group of 128.
+  qformat=int4-g32
   cases="decode-128  16 4 1
 decode-2048 48 4 1
 batch-8     16 4 2
@@ -615,12 +619,12 @@ done <<<"$cases"
 ((said)) && say ""
 
 # Quantized llama2-7b (issue 17's speed targets), where the kit has the
-# bundles (the cuda kit does, the emu kit not): decode at batch 1 after a
-# 128-token prompt in int4-g128 and fp8, and fp8's W8A8 prefill
+# bundles (the cuda kit all, the emu kit int4-g32's): decode at batch 1
+# after a 128-token prompt in int4-g128 and fp8, and fp8's W8A8 prefill
 # (quant-gemm=2) of a 2048-token prompt, each beside the f16 row above.
 qsaid=0
-for q in int4-g128:decode-128 fp8-w8a8:decode-128 fp8-w8a8:ttft-2048; do
-  bundle="$kit/llama2-7b-${q%%:*}.kiln" shape=${q##*:}
+for q in $qformat:decode-128 fp8-w8a8:decode-128 fp8-w8a8:ttft-2048; do
+  bundle="${model%.kiln}-${q%%:*}.kiln" shape=${q##*:}
   [ -f "$bundle" ] && [ -f "$work/prompts-$shape.txt" ] || continue
   if ((!qsaid)); then
     say "$name, random weights, quantized (kiln-run; the f16 row is the table's below):"
@@ -656,18 +660,20 @@ done
 ((qsaid)) && say ""
 
 # The quantized GEMVs timed alone (issue 17): int4-g128's decode steps
-# after a 128-token prompt (kiln-run --profile), each kernel's weight
+# after a 128-token prompt (kiln-run --profile, 16 new tokens; the emu
+# kit's stand-in, int4-g32, after its prompt), each kernel's weight
 # bandwidth beside the cost model's prediction. The model's issue share
 # is fit to 2026-12-04's times (docs/cost-model.md, "Calibration"); it
 # calls today's GEMVs memory-bound with issue within 10% of their bytes,
 # and these times say whether a warp's few passes overlap the two (a
 # launch timed alone adds about 3.6 us to the model's).
-qbundle="$kit/llama2-7b-int4-g128.kiln"
+qbundle="${model%.kiln}-$qformat.kiln"
 if [ -f "$qbundle" ] && [ -f "$work/prompts-decode-128.txt" ]; then
   log="$work/profile-int4.txt"
+  read -r qp < <(awk '$1 == "decode-128" {print $2}' <<<"$cases")
   if model="$qbundle" run_7b "$(box 40 120)" decode-128 1 16 --profile \
     >"$log" 2>&1; then
-    say "Profile of $name int4-g128, batch 1 (a 128-token prompt, 16 new tokens):"
+    say "Profile of $name $qformat, batch 1 (a $qp-token prompt, 16 new tokens):"
     say ""
     say '```'
     sed -n '/profile /,$p' "$log" | tee -a "$report"
@@ -675,20 +681,20 @@ if [ -f "$qbundle" ] && [ -f "$work/prompts-decode-128.txt" ]; then
     say ""
     qcosts="${qbundle%.kiln}-costs.json"
     if [ -f "$qcosts" ] && python3 bench/profile_table.py "$log" "$qcosts" \
-      --decode 1:136 --prefill 128 ${gpu_name:+--gpu "$gpu_name"} \
+      --decode "1:$((qp + 8))" --prefill "$qp" ${gpu_name:+--gpu "$gpu_name"} \
       >"$work/profile-table-int4.md" 2>&1; then
       tee -a "$report" <"$work/profile-table-int4.md"
       say ""
     fi
   else
     not_run "$log"
-    say "Profile of $name int4-g128: $result"
+    say "Profile of $name $qformat: $result"
     say ""
   fi
 fi
 
 # The same GEMVs by their split-K (issue 17; cand-quant: decode.quant-gemv's
-# quant-warps, int4-g128 at 128 keys): whether fewer warps, each streaming
+# quant-warps, int4-g128 at 128 keys; the emu kit's: one, int4-g32): whether fewer warps, each streaming
 # longer, beat more waves of shorter ones, which the profile alone cannot
 # say (docs/tuning-db.md).
 [ -d "$work/cand-quant" ] &&

@@ -51,6 +51,12 @@ if [ "${1:-}" = --emu ]; then
     --stats-json "$kit/stand-in-costs.json" \
     --stats-step decode:1:50 --stats-step prefill:48 \
     --stats-step decode:4:18 --stats-step prefill:16 >/dev/null
+  # Quantized, for the quantized table, the int4 profile and its table
+  # (the real kit's llama2-7b-int4-g128; tiny-gqa's rows hold no group of
+  # 128): its 16-token prompt and 16 new tokens.
+  "$kiln" compile tiny-gqa --quantize int4-g32 -o "$kit/stand-in-int4-g32.kiln" \
+    --stats-json "$kit/stand-in-int4-g32-costs.json" \
+    --stats-step decode:1:24 --stats-step prefill:16 >/dev/null
   # One candidate per folder, the families' kinds the real kit times
   # (attention; kiln's own GEMM in decode steps), each a new kernel or two.
   scratch=$(mktemp -d)
@@ -61,7 +67,10 @@ if [ "${1:-}" = --emu ]; then
   "$kiln" tune tiny-gqa --emit-candidates "$scratch/cand-short" \
     --families decode.gemm --knobs "gemm-algo=-2,gemm-tile=4" \
     --seq-lens 4 --batch 2 >/dev/null
-  tar -C "$scratch" -cJf "$kit/cand.tar.xz" cand cand-short
+  "$kiln" tune tiny-gqa --quantize int4-g32 --emit-candidates "$scratch/cand-quant" \
+    --families decode.quant-gemv --knobs "quant-warps=8" \
+    --seq-lens 16 --batch 1 >/dev/null
+  tar -C "$scratch" -cJf "$kit/cand.tar.xz" cand cand-short cand-quant
   echo "$kit/: $(ls "$kit" | tr '\n' ' ')($(du -sh "$kit" | cut -f1))"
   exit 0
 fi

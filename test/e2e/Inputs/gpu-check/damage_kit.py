@@ -20,5 +20,5 @@ with tempfile.TemporaryDirectory() as tmp:
         t.extractall(tmp)
     cut(os.path.join(tmp, "cand", "decode.attention-0.kiln"))
     with tarfile.open(tarball, "w:xz") as t:
-        for d in ("cand", "cand-short"):
+        for d in sorted(os.listdir(tmp)):
             t.add(os.path.join(tmp, d), d)
