@@ -15,7 +15,9 @@ as nvidia-smi names it: its predictions are the modelled GPU of that name
 Prints, per kind of step, a Markdown table: each kernel's measured calls
 and time, the bandwidth and FLOP rate its bytes and FLOPs make at that
 time (achieved GB/s and TFLOP/s), and beside them the predicted time and
-the ratio of measured to predicted. The bytes are the model's (each
+the ratio of measured to predicted; where the costs file has them, the
+same under the serial-ends reading (docs/cost-model.md, "Two readings"),
+so that each kernel says which reading its time follows. The bytes are the model's (each
 operand read once, each result written once), not a counter's: an
 achieved GB/s above the GPU's bandwidth means the model counts bytes the
 kernel does not move (or the timing is wrong). A kernel the costs file
@@ -122,10 +124,18 @@ def main():
             continue
         at = (f" (its bytes at {step['context']} keys)"
               if kind == "decode" and step["context"] != keys else "")
+        by_name = {k["kernel"]: k for k in step["kernels"]}
+        # The serial-ends reading's columns, where the file has it.
+        ends = audited and any(gpu in k.get("serial_ends_us", {})
+                               for k in step["kernels"])
         if audited and gpu:
             said = f"the cost model's prediction for the {gpu}"
             if gpu_name and not named:
                 said += f" (no model of '{gpu_name}': the file's first GPU)"
+            if ends:
+                said += (", under both readings of its decode GEMVs "
+                         "(serial ends: a warp's first loads and last pass "
+                         "not overlapped)")
         else:
             said = ("no prediction: " + costs.get(
                 "not_predicted", "the costs file has none"))
@@ -136,15 +146,24 @@ def main():
               f"{said} (docs/cost-model.md):")
         print()
         print("| kernel | calls | ms | us/call | GB/s | TFLOP/s | "
-              "predicted us/call | measured / predicted |")
-        print("|---|---|---|---|---|---|---|---|")
-        by_name = {k["kernel"]: k for k in step["kernels"]}
+              "predicted us/call | measured / predicted |" +
+              (" serial ends us/call | measured / it |" if ends else ""))
+        print("|---|---|---|---|---|---|---|---|" + ("---|---|" if ends else ""))
+
+        def ends_cells(c, per_call):
+            """The serial-ends columns of a kernel (none without them)."""
+            if not ends:
+                return ""
+            us = c.get("serial_ends_us", {}).get(gpu) if c else None
+            call = us / c["calls"] if us is not None else None
+            return (f" {number(call)} | "
+                    f"{f'{per_call / call:.2f}x' if call and per_call else '-'} |")
         for name, calls, ms in kernels:
             c = by_name.get(name)
             if c is None:
                 print(f"| {name} | {calls} | {ms:.3f} | "
                       f"{1e3 * ms / calls:.2f} | - | - | - | not in the "
-                      "costs file |")
+                      "costs file |" + ends_cells(None, None))
                 continue
             per_call = 1e3 * ms / calls
             seconds = ms / 1e3
@@ -161,20 +180,26 @@ def main():
                           "the shapes differ)")
             print(f"| {name} | {calls} | {ms:.3f} | {per_call:.2f} | "
                   f"{number(gbs)} | {number(tflops)} | "
-                  f"{number(pred_call)} | {ratio} |")
+                  f"{number(pred_call)} | {ratio} |" +
+                  ends_cells(c, per_call))
         measured = [name for name, _, _ in kernels]
         for name, c in by_name.items():
             if name not in measured:
                 print(f"| {name} | 0 | - | - | - | - | "
                       f"{number(c.get('predicted_us', {}).get(gpu))} | "
-                      "in the costs file, not measured |")
+                      "in the costs file, not measured |" +
+                      ends_cells(c, None))
         step_pred = step.get("predicted", {}).get(gpu, {}).get("us")
+        step_ends = step.get("predicted", {}).get(gpu, {}).get("serial_ends_us")
         print(f"| the {kind} {'chunk' if kind == 'prefill' else 'step'} | - | "
               f"{each_ms:.3f} | {1e3 * each_ms:.2f} | "
               f"{number(step['bytes'] / (each_ms / 1e3) / 1e9)} | "
               f"{number(step['flops'] / (each_ms / 1e3) / 1e12)} | "
               f"{number(step_pred)} | "
-              f"{f'{1e3 * each_ms / step_pred:.2f}x' if step_pred else '-'} |")
+              f"{f'{1e3 * each_ms / step_pred:.2f}x' if step_pred else '-'} |" +
+              (f" {number(step_ends)} | "
+               f"{f'{1e3 * each_ms / step_ends:.2f}x' if step_ends else '-'} |"
+               if ends else ""))
         print()
 
 

@@ -29,6 +29,12 @@ GpuModel gh100(const char *name, const char *shortName, double hbm) {
 
 } // namespace
 
+GpuModel serialEndsReading(GpuModel gpu) {
+  gpu.serialEnds = true;
+  gpu.issueEfficiency = 1;
+  return gpu;
+}
+
 std::optional<GpuModel> gpuModelFor(const std::string &target) {
   std::vector<GpuModel> models = gpuModelsFor(target);
   if (models.empty())
@@ -125,7 +131,8 @@ std::optional<LaunchEstimate> estimateLaunch(const GpuModel &gpu,
   // its bytes in flight reach (Little's law), or its FLOPs at the share of
   // the cores its warps fill (CUDA cores: half the threads an SM holds fill
   // them; tensor cores: a warp each sub-partition); never under two memory
-  // latencies.
+  // latencies. With serialEnds, plus the shorter of the two over a warp's
+  // passes: its first loads wait for no work, its last pass for no loads.
   auto waveOf = [&](int64_t wave) {
     double share = double(wave) / double(blocks);
     double inFlight = double(wave) * double(l.threads) * perThread;
@@ -140,8 +147,11 @@ std::optional<LaunchEstimate> estimateLaunch(const GpuModel &gpu,
             : std::min(1.0, double(wave) * double(l.threads) /
                                 (gpu.sms * gpu.maxThreadsPerSm / 2.0));
     double compute = l.flops * share / (peak * fill);
-    return Wave{std::max({memory, compute, 2 * gpu.memoryLatency}), memory,
-                compute, bandwidth};
+    double ends = gpu.serialEnds && l.passes > 0
+                      ? std::min(memory, compute) / std::max(l.passes, 1.0)
+                      : 0;
+    return Wave{std::max({memory, compute, 2 * gpu.memoryLatency}) + ends,
+                memory, compute, bandwidth};
   };
   int64_t full = blocks / concurrent, last = blocks % concurrent;
   e.waves = full + (last ? 1 : 0);

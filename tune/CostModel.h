@@ -76,6 +76,12 @@ struct GpuModel {
   /// NVLink; unmeasured by kiln).
   double linkBytesPerSecond = 450e9;
   double collectiveMicros = 6;
+  /// The other reading of the H200's decode GEMV times (docs/cost-model.md,
+  /// "Two readings"): a warp's first loads and its last pass's work do not
+  /// overlap, so a wave takes the longer of memory and compute plus the
+  /// shorter over the passes of its loop each warp makes, with every issue
+  /// slot filled (serialEndsReading). Off: the two overlap perfectly.
+  bool serialEnds = false;
 
   /// The HBM bandwidth a launch can reach with enough bytes in flight.
   double reachableHbm() const { return hbmBytesPerSecond * hbmEfficiency; }
@@ -84,6 +90,10 @@ struct GpuModel {
     return tensorFlops / (double(sms) * clockHz);
   }
 };
+
+/// `gpu` under the other reading of 2026-12-04's times: serialEnds, and
+/// issueEfficiency 1 (the gap the fitted share closes is the ends' here).
+GpuModel serialEndsReading(GpuModel gpu);
 
 /// The model of a target's GPU: sm_90 an H200, sm_80 an A100; none for
 /// other targets.
@@ -139,6 +149,10 @@ struct LaunchCost {
   /// The FLOPs an SM completes per clock as its instruction mix allows
   /// (computeRate); 0: the peak of the cores it uses.
   double flopsPerSmCycle = 0;
+  /// The passes of its compute loop each warp makes (flops over the warps
+  /// and a pass's FLOPs); 0: not known, as many as overlap (serialEnds
+  /// then adds nothing).
+  double passes = 0;
 };
 
 /// Blocks of `l` one multiprocessor holds at once (0: it does not fit).

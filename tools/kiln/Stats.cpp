@@ -360,10 +360,11 @@ void printTensorParallel(ModuleOp fused, const LlamaConfig &c) {
 
 namespace {
 
-/// One step's predictions, a GPU each (in gpuModelsFor's order).
+/// One step's predictions, a GPU each (in gpuModelsFor's order), and the
+/// same under the serial-ends reading (docs/cost-model.md, "Two readings").
 struct PredictedStep {
   StepShape shape;
-  std::vector<StepPrediction> gpus;
+  std::vector<StepPrediction> gpus, serialEnds;
 };
 
 /// "3.412 ms", "61.3 ms": three significant places at least.
@@ -484,17 +485,23 @@ llvm::json::Value predictionJson(const std::string &model,
         o["tokens_per_s"] = double(s.shape.rows) * 1e6 / *p.micros;
       if (auto share = attentionShare(p, gpus[g]); share && s.shape.prefill)
         o["attention_tensor_share"] = *share;
+      if (const StepPrediction &e = s.serialEnds[g]; e.micros)
+        o["serial_ends_us"] = *e.micros;
       predicted[gpus[g].shortName] = std::move(o);
     }
     llvm::json::Array kernels;
     for (const KernelPrediction &k : first.kernels) {
-      llvm::json::Object us, bound;
-      for (size_t g = 0; g < gpus.size(); ++g)
+      llvm::json::Object us, bound, ends;
+      for (size_t g = 0; g < gpus.size(); ++g) {
         if (const KernelPrediction *o = s.gpus[g].kernel(k.kernel);
             o && o->micros) {
           us[gpus[g].shortName] = *o->micros;
           bound[gpus[g].shortName] = o->bound;
         }
+        if (const KernelPrediction *o = s.serialEnds[g].kernel(k.kernel);
+            o && o->micros)
+          ends[gpus[g].shortName] = *o->micros;
+      }
       llvm::json::Object o{{"kernel", k.kernel},
                            {"calls", k.calls},
                            {"bytes", k.bytes},
@@ -503,6 +510,7 @@ llvm::json::Value predictionJson(const std::string &model,
       if (!us.empty() && in.unaudited.empty()) {
         o["predicted_us"] = std::move(us);
         o["bound"] = std::move(bound);
+        o["serial_ends_us"] = std::move(ends);
       }
       kernels.push_back(std::move(o));
     }
@@ -575,14 +583,16 @@ absl::Status printPredictions(ModuleOp fused, const std::string &model,
       ++i;
   std::vector<PredictedStep> steps;
   for (const StepShape &shape : shapes) {
-    PredictedStep step{shape, {}};
-    for (const GpuModel &gpu : gpus) {
-      auto p = predictStep(fused, *in.program, in.knobs, facts, gpu, shape);
-      if (!p)
-        return absl::InvalidArgumentError("predicting " + describe(shape) +
-                                          ": " + toString(p.takeError()));
-      step.gpus.push_back(std::move(*p));
-    }
+    PredictedStep step{shape, {}, {}};
+    for (const GpuModel &gpu : gpus)
+      for (bool ends : {false, true}) {
+        auto p = predictStep(fused, *in.program, in.knobs, facts,
+                             ends ? serialEndsReading(gpu) : gpu, shape);
+        if (!p)
+          return absl::InvalidArgumentError("predicting " + describe(shape) +
+                                            ": " + toString(p.takeError()));
+        (ends ? step.serialEnds : step.gpus).push_back(std::move(*p));
+      }
     steps.push_back(std::move(step));
   }
   if (!jsonPath.empty()) {
@@ -642,6 +652,8 @@ absl::Status printPredictions(ModuleOp fused, const std::string &model,
                       s.shape.context)
             .str(),
         [&](size_t g) { return ms(*s.gpus[g].micros); });
+    row("  under the serial-ends reading",
+        [&](size_t g) { return ms(*s.serialEnds[g].micros); });
     row("  tokens/s", [&](size_t g) {
       return llvm::formatv("{0:F0}",
                            double(s.shape.rows) * 1e6 / *s.gpus[g].micros)
