@@ -694,9 +694,10 @@ if [ -f "$qbundle" ] && [ -f "$work/prompts-decode-128.txt" ]; then
 fi
 
 # The same GEMVs by their split-K (issue 17; cand-quant: decode.quant-gemv's
-# quant-warps, int4-g128 at 128 keys; the emu kit's: one, int4-g32): whether fewer warps, each streaming
-# longer, beat more waves of shorter ones, which the profile alone cannot
-# say (docs/tuning-db.md).
+# quant-warps 8, 16 (the default), 32 (the default before 2026-12-06) and
+# 64, int4-g128 at 128 keys; the emu kit's: one, int4-g32): whether fewer
+# warps, each streaming longer, beat more waves of shorter ones, which
+# the profile alone cannot say (docs/tuning-db.md).
 [ -d "$work/cand-quant" ] &&
   time_candidates cand-quant "$(box 45 120)" "$out/measurements-quant.json"
 

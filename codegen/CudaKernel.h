@@ -50,9 +50,9 @@ struct CodegenOptions {
   /// quant-stage.
   int quantStage = 1;
   /// Decode GEMVs of quantized weights: the warps an SM their split-K
-  /// fills, the most warps a tile that keep to it (0: at least 32 warps
-  /// an SM, in powers of two). quant-warps.
-  int quantWarps = 0;
+  /// makes at least, over the grid (the fewest warps a tile, in powers of
+  /// two, that do). quant-warps.
+  int quantWarps = 16;
   /// Prefill's sequence-length buckets; empty: powers of two from 16 up to
   /// the largest prefill the arena holds, and that largest.
   std::vector<int64_t> prefillBuckets;

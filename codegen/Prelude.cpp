@@ -595,7 +595,7 @@ llvm::Error parseCodegenOptions(llvm::StringRef text, CodegenOptions &opts) {
       {"gemm-tile", &opts.gemmTile, 1, 16},
       {"quant-gemm", &opts.quantGemm, -1, 2},
       {"quant-stage", &opts.quantStage, 0, 1},
-      {"quant-warps", &opts.quantWarps, 0, 64},
+      {"quant-warps", &opts.quantWarps, 1, 64},
   };
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);

@@ -104,41 +104,44 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   // The tiles a warp streams: with SwiGLU gate tile j and up tile
   // TILES / 2 + j together.
   const int64_t warpTiles = swiglu ? layout.tiles / 2 : layout.tiles;
-  // Split-K: at least 32 warps an SM (sm-count of them), each with UNROLL
-  // 16-byte loads a lane in flight (32 KB an SM), in a power of two of at
-  // most 16 warps a tile and at least UNROLL loads a warp. Decode's
-  // quant-warps (kiln tune's knob) asks instead for the most warps a tile
-  // that keep them all to that many an SM, one wave where they fit: fewer
-  // warps, each streaming longer, against more waves of shorter ones.
+  // Split-K: the fewest warps a tile, in a power of two of at most 16 and
+  // at least UNROLL loads a warp, that make at least WARPS warps an SM
+  // (sm-count of them) over the grid, each with UNROLL 16-byte loads a lane
+  // in flight. Decode's WARPS is quant-warps (16 by default: 4 a scheduler;
+  // llama2-7b's QKV and gate/up in 4 warps a tile making 4 passes each, in
+  // about a wave, where 32 made them 8 warps of 2 passes in 1.5 and 2.6
+  // waves: docs/quantization.md, "Split-K"); a batch's and a prompt's 32.
   // A batch's sums of x for mins (8 more registers) do not fit the 128
   // registers a thread that 512 threads a block leave: 8 warps a tile then.
   const int maxSplitK = quant->mins && phase != Phase::decode ? 8 : 16;
+  // SwiGLU of a mins format (16 bytes a group entry) at twice that: its
+  // blocks of two tiles a part would not stage their groups beside x in 48
+  // KB (int4-g32-min's gate/up waited for 24 loads a pass), one a block do.
+  const int warpsPerSm = phase != Phase::decode  ? 32
+                         : swiglu && quant->mins ? 2 * opts.quantWarps
+                                                 : opts.quantWarps;
   int splitK = 1;
-  const bool chosenSplit = phase == Phase::decode && opts.quantWarps > 0;
-  if (chosenSplit) {
-    splitK = int(std::clamp<int64_t>(
-        int64_t(opts.quantWarps) * opts.smCount / warpTiles, 1, maxSplitK));
-    while (splitK > 1 && loads / splitK < unroll)
-      --splitK;
-  } else {
-    while (splitK < maxSplitK && warpTiles * splitK < 32 * opts.smCount &&
-           loads / (2 * splitK) >= unroll)
-      splitK *= 2;
-  }
-  // Decode streams W at the bandwidth only with enough warps an SM: at
-  // least 32 (16 with SwiGLU's two tiles a warp, whose registers would
-  // spill at 64), the registers held to what that leaves.
+  while (splitK < maxSplitK && warpTiles * splitK < warpsPerSm * opts.smCount &&
+         loads / (2 * splitK) >= unroll)
+    splitK *= 2;
+  // Decode's QKV blocks hold two tiles (RoPE's pairs), 64 x split-K
+  // threads, which stage x's row: at most 8 pairs of columns a thread
+  // (llama2-13b's 5120 columns in 4 warps a tile, 10 pairs, spilled).
+  while (qkv && phase == Phase::decode && splitK < maxSplitK &&
+         kdim > 1024 * splitK && loads / (2 * splitK) >= unroll)
+    splitK *= 2;
+  // Decode streams W at the bandwidth only with enough warps an SM: up to
+  // 32 (16 with SwiGLU's two tiles a warp, whose registers would spill at
+  // 64), the registers held to what that leaves. A block stages x once for
+  // its tiles, its threads K / (2 THREADS) pairs each, held at once: a
+  // one-tile GEMV's blocks keep 512 threads (16 warps) where a tile has
+  // fewer, so that a long row's pairs fit the registers as they did at 16
+  // warps a tile (llama2-13b's down_proj, 13824 columns, spilled its 27
+  // pairs in 8 warps). A batch's and a prompt's blocks: 8 warps at least.
   const int decodeThreads = swiglu ? 512 : 1024;
-  int tilesPerBlock = qkv ? 2 : std::max(1, 8 / splitK);
-  // A split-K of no power of two (quant-warps): the tiles a block that
-  // leave the fewest of decodeThreads' warps unused.
-  auto resident = [&](int tpb) {
-    return decodeThreads / (32 * tpb * splitK) * tpb * splitK;
-  };
-  if (!qkv && (splitK & (splitK - 1)))
-    for (int tpb = tilesPerBlock - 1; tpb >= 1; --tpb)
-      if (resident(tpb) > resident(tilesPerBlock))
-        tilesPerBlock = tpb;
+  const int tilesPerBlock =
+      qkv ? 2
+          : std::max(1, (phase == Phase::decode && !swiglu ? 16 : 8) / splitK);
   // fused_qkv: a block's second tile is PAIR_STRIDE tiles after its first
   // (half a head with rotate-half RoPE, else the next).
   int64_t pairStride = 0;
@@ -190,8 +193,6 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
   os << quantBufferConstants(*weight);
   os << "constexpr int NT = " << nTiles << ", SPLIT_K = " << splitK
      << ", TPB = " << tilesPerBlock << ", UNROLL = " << unroll << ";\n";
-  os << "constexpr bool PASS_SPANS = " << (chosenSplit ? "true" : "false")
-     << "; // quant-warps' split-K: spans of whole passes\n";
   os << "constexpr bool STAGE_X = "
      << (phase == Phase::decode ? "true" : "false")
      << "; // x's row in shared memory, in B fragment order\n";
@@ -286,20 +287,7 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // the loop is unrolled, and the group bookkeeping of the others compiles
   // away (it was most of a decode k-step's instructions).
   constexpr int KPG = GROUP / 16, LPG = KPG > STEPS ? KPG / STEPS : 1;
-  constexpr int GROUP_SPAN =
-      ((LOADS + SPLIT_K - 1) / SPLIT_K + LPG - 1) / LPG * LPG;
-  // quant-warps' splits (of no power of two, mostly): rounded up to whole
-  // passes where that leaves no warp without loads, so that no load of a
-  // pass is bound-checked (int4-g128's down_proj in 8 spans: 61.5
-  // instructions a load of W, 40.75 in whole passes).
-  constexpr int PASS_LOADS = LPG > UNROLL ? LPG : UNROLL;
-  constexpr int PASS_SPAN =
-      (GROUP_SPAN + PASS_LOADS - 1) / PASS_LOADS * PASS_LOADS;
-  constexpr int SPAN = PASS_SPANS && PASS_LOADS % LPG == 0 &&
-                               PASS_LOADS % UNROLL == 0 &&
-                               PASS_SPAN * (SPLIT_K - 1) < LOADS
-                           ? PASS_SPAN
-                           : GROUP_SPAN;
+  constexpr int SPAN = ((LOADS + SPLIT_K - 1) / SPLIT_K + LPG - 1) / LPG * LPG;
   constexpr bool ONE_GROUP = GROUPS == 1;
   // Decode's grouped int4 and int8 codes go into the mmas raw (1024 +
   // code), each group's zero (and min) taken off its sum as it ends, from
@@ -568,11 +556,12 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // addresses, once (HOIST 2): derived from the thread's index at each
   // flush, they cost up to seven instructions a group, the register cap
   // having the compiler read the index again. Where that spilled, the
-  // entry's index alone (1: a tile a warp with mins) or neither (0:
-  // SwiGLU of groups under 128 columns, on sm_80; a QKV GEMV with mins).
+  // entry's index alone (1: a tile a warp with mins; SwiGLU with zero
+  // points, on sm_80, in spans of 4 passes) or neither (0: SwiGLU of
+  // groups under 128 columns, on sm_80; a QKV GEMV with mins).
   constexpr int HOIST =
       (QKV && MINS) || (SWIGLU && !ONE_GROUP && GROUP < 128) ? 0
-      : MINS                                                 ? 1
+      : MINS || (SWIGLU && ZP)                               ? 1
                                                              : 2;
   const int entry0 = (warp / SPLIT_K) * GROUPS * 8 + g;
 #ifndef KILN_CUDA_EMU_H

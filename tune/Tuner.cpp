@@ -265,11 +265,11 @@ const std::vector<TuneFamily> &tuneFamilies() {
        product({{"gemv-rows", {1, 2, 4, 8}},
                 {"gemv-split-k", {1, 2, 4}},
                 {"gemv-unroll", {4, 8}}})},
-      // Its quantized weights' GEMVs (none in an f16 model): their warps
-      // an SM (0: at least 32 in powers of two a tile; else one wave of
-      // that many where the tiles allow).
+      // Its quantized weights' GEMVs (none in an f16 model): the warps an
+      // SM their split-K makes at least (16 by default; 32 before
+      // 2026-12-06), fewer warps each streaming longer or more in shorter.
       {"decode.quant-gemv", "context", false,
-       product({{"quant-warps", {0, 8, 16, 24, 32}}})},
+       product({{"quant-warps", {8, 16, 32, 64}}})},
       {"decode.attention", "context", true,
        product({{"attention-warps", {2, 4, 8}},
                 {"kv-splits", {0, 1, 2, 4, 8, 16}}})},

@@ -12,8 +12,7 @@
 // (int4, int8, fp8) keep the exact dequantization and the same bound.
 // Also SwiGLU's fused GEMV (gate and up tiles a warp, two buffers of loads
 // in turn), over an odd number of passes and warps with no span, and
-// kiln tune's quant-warps: split-Ks of 3, 5 and 12 warps a tile, in spans
-// of whole passes and not.
+// kiln tune's quant-warps: few warps a tile, each streaming a long span.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -44,11 +43,16 @@ struct Case {
   bool swiglu = false; // rows: [gate | up], the result silu(gate) * up
   int unroll = 4;      // gemv-unroll: loads a pass
   /// quant-warps on one SM (0: the default split-K): warps a tile =
-  /// warps / tiles, of no power of two here.
+  /// warps / tiles (a power of two).
   int warps = 0;
+  /// An RMSNorm prologue, its weight g folded into W (staged with x: x g
+  /// in f16, the sum's 1 / rms after).
+  bool norm = false;
 };
 
 class QuantGemv : public ::testing::TestWithParam<Case> {};
+
+constexpr double kEps = 1e-5; // the RMSNorm's
 
 /// The decode GEMV of x[?, cols] . W[rows, cols]^T into f32, W of `format`
 /// (with SwiGLU, fused: silu(gate) * up of [gate | up], [?, rows / 2]).
@@ -67,14 +71,19 @@ CudaKernel emitGemv(QuantFormat format, const Case &c) {
   auto fn =
       b.create<mlir::func::FuncOp>(loc, "decode", b.getFunctionType({x}, {y}));
   b.setInsertionPointToEnd(fn.addEntryBlock());
-  auto w = b.create<WeightOp>(
-      loc,
-      mlir::RankedTensorType::get({rows, cols}, b.getF16Type(),
-                                  QuantAttr::get(&ctx, format)),
-      "w", ShardAttr());
+  auto type = mlir::RankedTensorType::get({rows, cols}, b.getF16Type(),
+                                          QuantAttr::get(&ctx, format));
+  mlir::Value w =
+      c.norm
+          ? b.create<PackedWeightOp>(loc, type, "w", b.getStrArrayAttr({"w"}),
+                                     b.getDenseI64ArrayAttr({rows}),
+                                     b.getStringAttr("g"), nullptr)
+                .getResult()
+          : b.create<WeightOp>(loc, type, "w", ShardAttr()).getResult();
   auto linear = b.create<FusedLinearOp>(
       loc, mlir::TypeRange{y}, fn.getArgument(0), w, /*residual=*/mlir::Value(),
-      mlir::FloatAttr(), c.swiglu ? b.getUnitAttr() : mlir::UnitAttr());
+      c.norm ? b.getF64FloatAttr(kEps) : mlir::FloatAttr(),
+      c.swiglu ? b.getUnitAttr() : mlir::UnitAttr());
   b.create<mlir::func::ReturnOp>(loc, linear.getResults());
   CodegenOptions opts;
   opts.gemvUnroll = c.unroll;
@@ -106,7 +115,14 @@ TEST_P(QuantGemv, MatchesTheDotProductsInDouble) {
       q.gIdx.push_back(int32_t(col / format->group));
     std::shuffle(q.gIdx.begin(), q.gIdx.end(), rng);
   }
-  std::vector<uint8_t> buf = packForKernels(q, nullptr);
+  // g [cols] f16, the norm's weight: about 1 (its own generator: the
+  // other cases' data stay as they were).
+  std::mt19937 gen(29);
+  std::normal_distribution<float> weight(1.0f, 0.2f);
+  std::vector<uint16_t> g(c.cols);
+  for (uint16_t &v : g)
+    v = floatToHalf(weight(gen));
+  std::vector<uint8_t> buf = packForKernels(q, c.norm ? g.data() : nullptr);
 
   // x [1, cols] f16: a mean of 0.5, and every 97th channel an outlier of
   // +-40 (as LLM activations have), so that a group's sum of x is large.
@@ -115,6 +131,21 @@ TEST_P(QuantGemv, MatchesTheDotProductsInDouble) {
   for (int64_t col = 0; col < c.cols; ++col)
     x[col] = floatToHalf(col % 97 == 5 ? (col % 2 ? 40.0f : -40.0f)
                                        : activation(rng));
+  // With the norm, what the mmas take: x g rounded to f16 (its product of
+  // two halves, exact in double, rounded once as __hmul2 does), and the
+  // fused GEMV's (SwiGLU's here) scale of its sums, 1 / rms(x).
+  std::vector<double> xs(c.cols); // [cols]
+  double squares = 0;
+  for (int64_t col = 0; col < c.cols; ++col) {
+    const double v = halfToFloat(x[col]);
+    squares += v * v;
+    xs[col] =
+        c.norm ? halfToFloat(floatToHalf(float(v * halfToFloat(g[col])))) : v;
+  }
+  // (Unfused, the .qgemm into the workspace, the epilogue after it
+  // scales: this kernel applies g, not 1 / rms.)
+  const double rms =
+      c.norm && c.swiglu ? 1 / std::sqrt(squares / c.cols + kEps) : 1;
 
   CudaKernel k = emitGemv(*format, c);
   ASSERT_FALSE(k.source.empty());
@@ -140,7 +171,7 @@ TEST_P(QuantGemv, MatchesTheDotProductsInDouble) {
   auto dot = [&](int64_t r) {
     double sum = 0, magnitude = 0;
     for (int64_t col = 0; col < c.cols; ++col) {
-      double p = double(q.value(r, col)) * halfToFloat(x[col]);
+      double p = double(q.value(r, col)) * xs[col] * rms;
       sum += p;
       magnitude += std::fabs(p);
     }
@@ -183,14 +214,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"int4-g128", 64, 6144, true, 2},
                       Case{"int4-g128", 64, 11008, true},
                       Case{"int8", 64, 4096, true}, Case{"fp8", 64, 4096, true},
-                      // quant-warps: 3 warps a tile (spans of 60, 60 and 52
-                      // loads), 3 of a mins format (24, 24, 16), SwiGLU's 5 (36
-                      // loads, the last 28), and 12 on one tile: spans of 6, no
-                      // whole passes, the last warp's empty.
-                      Case{"int4-g128", 64, 11008, false, 4, 12},
-                      Case{"int4-g32-min", 32, 4096, false, 4, 6},
-                      Case{"int4-g128", 64, 11008, true, 4, 10},
-                      Case{"int4-g128", 16, 4096, false, 4, 12}),
+                      // quant-warps: 2 warps a tile (spans of 86 loads, 21.5
+                      // passes), 2 of a mins format (32 loads), SwiGLU's 2
+                      // (86), and 8 on one tile (8 loads, 2 passes).
+                      Case{"int4-g128", 64, 11008, false, 4, 8},
+                      Case{"int4-g32-min", 32, 4096, false, 4, 4},
+                      Case{"int4-g128", 64, 11008, true, 4, 4},
+                      Case{"int4-g128", 16, 4096, false, 4, 8},
+                      // An RMSNorm prologue, g folded into W: x g staged
+                      // (22 pairs a thread in 256 threads, the last
+                      // thread's short; 4 in 512).
+                      Case{"int4-g128", 64, 11008, false, 4, 8, true},
+                      Case{"int4-g32-zp", 64, 11008, true, 4, 4, true},
+                      Case{"int4-g128", 64, 4096, false, 4, 0, true}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = info.param.format;
       std::replace(name.begin(), name.end(), '-', '_');
@@ -200,7 +236,8 @@ INSTANTIATE_TEST_SUITE_P(
                   ? "_unroll" + std::to_string(info.param.unroll)
                   : "") +
              (info.param.warps ? "_warps" + std::to_string(info.param.warps)
-                               : "");
+                               : "") +
+             (info.param.norm ? "_norm" : "");
     });
 
 } // namespace

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""check_prediction.py PREDICTION_JSON CHECK...: holds kiln compile
---stats-json's predictions of llama2-7b (sm_90, fp16) to issue 16's targets
-and to what today's kernels are. Each CHECK is one of CHECKS below; the
-script prints each one's figures, and exits 1 when any fails, naming it.
-The predictions are the cost model's (docs/cost-model.md), not
+"""check_prediction.py PREDICTION_JSON [--f16 F16_JSON] CHECK...: holds
+kiln compile --stats-json's predictions of llama2-7b (sm_90, fp16) to issue
+16's targets and to what today's kernels are; with --f16 (the f16 model's
+file), a quantized model's to issue 17's. Each CHECK is one of CHECKS
+below; the script prints each one's figures, and exits 1 when any fails,
+naming it. The predictions are the cost model's (docs/cost-model.md), not
 measurements."""
 import json
 import sys
@@ -95,6 +96,20 @@ def prefill_attention_on_cuda_cores(p):
     return not ok, figures
 
 
+def quantized_3x(p):
+    """Issue 17: batch-1 decode at 128 keys on the H200 at least 3x the f16
+    model's (--f16), under both readings of the decode GEMVs (the
+    calibrated one and serial ends: docs/cost-model.md, "Two readings")."""
+    if f16 is None:
+        sys.exit("quantized-3x needs --f16 F16_JSON")
+    q = step(p, "decode", 1, 128)["predicted"]["H200"]
+    b = step(f16, "decode", 1, 128)["predicted"]["H200"]
+    ratios = [b[key] / q[key] for key in ("us", "serial_ends_us")]
+    return min(ratios) >= 3, (f"{ratios[0]:.2f}x ({q['us'] / 1e3:.3f} ms), "
+                              f"{ratios[1]:.2f}x with serial ends "
+                              f"({q['serial_ends_us'] / 1e3:.3f} ms)")
+
+
 CHECKS = {
     "decode-step": decode_step,
     "decode-mbu": decode_mbu,
@@ -103,16 +118,23 @@ CHECKS = {
     "prefill-attention-share": prefill_attention_share,
     "prefill-attention-on-tensor-cores": prefill_attention_on_tensor_cores,
     "prefill-attention-on-cuda-cores": prefill_attention_on_cuda_cores,
+    "quantized-3x": quantized_3x,
 }
 
-if len(sys.argv) < 3 or any(c not in CHECKS for c in sys.argv[2:]):
-    sys.exit("usage: check_prediction.py PREDICTION_JSON CHECK... (" +
-             ", ".join(CHECKS) + ")")
-prediction = json.load(open(sys.argv[1]))
+args = sys.argv[1:]
+f16 = None
+if "--f16" in args:
+    at = args.index("--f16")
+    f16 = json.load(open(args[at + 1]))
+    del args[at:at + 2]
+if len(args) < 2 or any(c not in CHECKS for c in args[1:]):
+    sys.exit("usage: check_prediction.py PREDICTION_JSON [--f16 F16_JSON] "
+             "CHECK... (" + ", ".join(CHECKS) + ")")
+prediction = json.load(open(args[0]))
 if not prediction.get("audited"):
     sys.exit("not predicted: " + prediction.get("not_predicted", "?"))
 failed = []
-for name in sys.argv[2:]:
+for name in args[1:]:
     ok, figures = CHECKS[name](prediction)
     print(f"{name}: {'holds' if ok else 'FAILS'} ({figures})")
     if not ok:
