@@ -68,11 +68,15 @@ std::vector<GpuModel> gpuModelsFor(const std::string &target) {
   return {};
 }
 
+double passFlops(const WarpWork &w) {
+  double tensor = w.mmaFlops + w.wgmmaFlops;
+  return tensor > 0 ? tensor : 32.0 * w.fmaFlopsPerLane;
+}
+
 ComputeRate computeRate(const GpuModel &gpu, const WarpWork &w) {
   ComputeRate r;
-  double tensor = w.mmaFlops + w.wgmmaFlops;
-  r.tensorCores = tensor > 0;
-  double useful = r.tensorCores ? tensor : 32.0 * w.fmaFlopsPerLane;
+  r.tensorCores = w.mmaFlops + w.wgmmaFlops > 0;
+  double useful = passFlops(w);
   if (useful <= 0)
     return r;
   double peak = gpu.tensorFlopsPerSmCycle();
@@ -119,6 +123,11 @@ std::optional<LaunchEstimate> estimateLaunch(const GpuModel &gpu,
                          ? l.bytesInFlight
                          : double(l.loadBytes) * double(l.loadsInFlight);
   double warpsPerBlock = double((l.threads + 31) / 32);
+  // The passes of its loop each warp makes, at least one (serialEnds).
+  double passes = l.passFlops > 0
+                      ? std::max(1.0, l.flops / (double(blocks) *
+                                                 warpsPerBlock * l.passFlops))
+                      : 0;
   double needed = gpu.hbmBytesPerSecond * gpu.memoryLatency; // in flight
   double peak = l.flopsPerSmCycle > 0
                     ? l.flopsPerSmCycle * gpu.sms * gpu.clockHz
@@ -147,9 +156,8 @@ std::optional<LaunchEstimate> estimateLaunch(const GpuModel &gpu,
             : std::min(1.0, double(wave) * double(l.threads) /
                                 (gpu.sms * gpu.maxThreadsPerSm / 2.0));
     double compute = l.flops * share / (peak * fill);
-    double ends = gpu.serialEnds && l.passes > 0
-                      ? std::min(memory, compute) / std::max(l.passes, 1.0)
-                      : 0;
+    double ends =
+        gpu.serialEnds && passes > 0 ? std::min(memory, compute) / passes : 0;
     return Wave{std::max({memory, compute, 2 * gpu.memoryLatency}) + ends,
                 memory, compute, bandwidth};
   };

@@ -113,6 +113,10 @@ struct WarpWork {
   double sharedCycles = 0, mmaFlops = 0, wgmmaFlops = 0;
 };
 
+/// The useful FLOPs of one pass of `w`: its tensor cores' when it has any,
+/// else 32 lanes' FMA FLOPs.
+double passFlops(const WarpWork &w);
+
 /// The FLOPs an SM completes per clock running `w` over and over with its
 /// pipes all busy, and the pipe that limits it: the useful FLOPs of a pass
 /// (the tensor cores' when it has any, else the FMA pipe's) over its
@@ -149,10 +153,10 @@ struct LaunchCost {
   /// The FLOPs an SM completes per clock as its instruction mix allows
   /// (computeRate); 0: the peak of the cores it uses.
   double flopsPerSmCycle = 0;
-  /// The passes of its compute loop each warp makes (flops over the warps
-  /// and a pass's FLOPs); 0: not known, as many as overlap (serialEnds
-  /// then adds nothing).
-  double passes = 0;
+  /// The useful FLOPs of one warp's pass of its compute loop (passFlops):
+  /// each warp makes flops / (warps x this) passes, which serialEnds reads;
+  /// 0: no loop known (serialEnds adds nothing).
+  double passFlops = 0;
 };
 
 /// Blocks of `l` one multiprocessor holds at once (0: it does not fit).

@@ -322,16 +322,8 @@ predictStep(ModuleOp module, const Program &program, const CodegenOptions &opts,
         ComputeRate rate = computeRate(gpu, f->second.work);
         cost.tensorCores = rate.tensorCores;
         cost.flopsPerSmCycle = rate.flopsPerSmCycle;
-        // A loop's passes a warp: the FLOPs its cores do over its warps'
-        // passes of the audited loop.
-        const WarpWork &w = f->second.work;
-        double passFlops = w.mmaFlops + w.wgmmaFlops > 0
-                               ? w.mmaFlops + w.wgmmaFlops
-                               : 32 * w.fmaFlopsPerLane;
-        double warps = double(cost.grid[0] * cost.grid[1] * cost.grid[2]) *
-                       double((cost.threads + 31) / 32);
-        if (f->second.inFlightFromLoop && passFlops > 0 && warps > 0)
-          cost.passes = cost.flops / (warps * passFlops);
+        if (f->second.inFlightFromLoop) // the audited loop's pass
+          cost.passFlops = passFlops(f->second.work);
         call.tensorCores = rate.tensorCores;
         auto e = estimateLaunch(gpu, cost);
         if (!e)

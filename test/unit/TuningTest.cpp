@@ -113,7 +113,7 @@ TEST(CostModel, GemmRoofline) {
 
 // The serial-ends reading: one wave whose warps make `passes` passes
 // takes the longer of its memory and compute plus the shorter over the
-// passes; a launch whose passes are unknown (0) gets nothing added, and
+// passes; a launch whose pass is unknown (passFlops 0) gets nothing added, and
 // neither does any launch under the default reading.
 TEST(CostModel, SerialEndsAddTheShorterOverThePasses) {
   GpuModel gpu = *gpuModelFor("sm_90");
@@ -132,8 +132,9 @@ TEST(CostModel, SerialEndsAddTheShorterOverThePasses) {
   double longer = std::max(base->memoryMicros, base->computeMicros);
   double shorter = std::min(base->memoryMicros, base->computeMicros);
   EXPECT_NEAR(base->micros, longer + ends.launchMicros, 1e-9);
+  // 132 blocks of 16 warps: passes = flops / (2112 x passFlops).
   for (double passes : {1.0, 2.0, 8.0}) {
-    l.passes = passes;
+    l.passFlops = l.flops / (132.0 * 16 * passes);
     EXPECT_NEAR(*launchMicros(ends, l),
                 longer + shorter / passes + ends.launchMicros, 1e-9)
         << passes;
@@ -141,7 +142,7 @@ TEST(CostModel, SerialEndsAddTheShorterOverThePasses) {
     overlapped.issueEfficiency = 1;
     EXPECT_NEAR(*launchMicros(overlapped, l), base->micros, 1e-9) << passes;
   }
-  l.passes = 0.25; // less than a pass: as one
+  l.passFlops = l.flops / (132.0 * 16 * 0.25); // less than a pass: as one
   EXPECT_NEAR(*launchMicros(ends, l), longer + shorter + ends.launchMicros,
               1e-9);
 }
@@ -338,9 +339,7 @@ double predictedMicros(const GpuModel &gpu, const TimedGemv &g) {
   ComputeRate rate = computeRate(gpu, g.pass);
   l.tensorCores = rate.tensorCores;
   l.flopsPerSmCycle = rate.flopsPerSmCycle;
-  double passFlops =
-      g.pass.mmaFlops > 0 ? g.pass.mmaFlops : 32 * g.pass.fmaFlopsPerLane;
-  l.passes = g.flops / (double(g.blocks) * double(g.threads / 32) * passFlops);
+  l.passFlops = passFlops(g.pass);
   return *launchMicros(gpu, l);
 }
 
