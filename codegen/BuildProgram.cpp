@@ -738,8 +738,7 @@ llvm::Expected<Program> buildRankProgram(ModuleOp module,
   llvm::StringMap<int> index;
   for (const CudaKernel &k : kernels) {
     index[k.kernel] = int(p.kernels.size());
-    p.kernels.push_back(
-        {k.kernel, k.entry, k.source, k.provenance, int(k.params.size())});
+    p.kernels.push_back(kernelCode(k));
     p.workspaceFloats = std::max(p.workspaceFloats, k.workspaceFloats);
     p.counters = std::max(p.counters, k.counters);
   }

@@ -4,6 +4,7 @@
 
 #include "ir/KernelOpInterface.h"
 #include "ir/KilnDialect.h"
+#include "runtime/Program.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/Support/Error.h"
@@ -131,6 +132,9 @@ struct CudaKernel {
   std::vector<KernelParam> params;
   std::array<int64_t, 3> grid = {1, 1, 1};
   int64_t blockThreads = 0;
+  /// Dynamic shared memory a block (KernelCode::dynamicSharedBytes): the
+  /// source declares it with KILN_DYNAMIC_SHARED.
+  int64_t dynamicSharedBytes = 0;
   int64_t workspaceFloats = 0; // Workspace size, when the kernel has one
   int64_t counters = 0;        // Counters size, when the kernel has one
   /// Scratch that grows with the grid: per block of a launch.
@@ -161,6 +165,16 @@ struct CudaKernel {
     return g;
   }
 };
+
+/// What the bundle and the devices keep of `k`: its code, not its launch.
+inline KernelCode kernelCode(const CudaKernel &k) {
+  return {k.kernel,
+          k.entry,
+          k.source,
+          k.provenance,
+          int(k.params.size()),
+          k.dynamicSharedBytes};
+}
 
 /// The common header of every translation unit: fp16 types, warp
 /// reductions, vector loads.

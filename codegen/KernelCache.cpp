@@ -106,9 +106,7 @@ std::optional<CompiledKernel> KernelCache::load(const CacheKey &key) {
   k.cubin = payload.substr(0, size("cubin_bytes")).str();
   k.ptx = payload.substr(size("cubin_bytes"), size("ptx_bytes")).str();
   k.log = payload.substr(size("cubin_bytes") + size("ptx_bytes")).str();
-  k.registers = int(size("registers"));
-  k.spillStores = int(size("spill_stores"));
-  k.spillLoads = int(size("spill_loads"));
+  readPtxasReport(k);
   return k;
 }
 

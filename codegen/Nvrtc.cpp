@@ -4,20 +4,19 @@
 #include "llvm/Support/Regex.h"
 
 namespace kiln {
-namespace {
-/// ptxas -v: "Used 40 registers" and "N bytes spill stores, M bytes spill
-/// loads" for the kernel.
+
 void readPtxasReport(CompiledKernel &k) {
   llvm::SmallVector<llvm::StringRef> m;
   if (llvm::Regex("Used ([0-9]+) registers").match(k.log, &m))
     m[1].getAsInteger(10, k.registers);
+  if (llvm::Regex("([0-9]+) bytes smem").match(k.log, &m))
+    m[1].getAsInteger(10, k.staticSharedBytes);
   if (llvm::Regex("([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads")
           .match(k.log, &m)) {
     m[1].getAsInteger(10, k.spillStores);
     m[2].getAsInteger(10, k.spillLoads);
   }
 }
-} // namespace
 
 std::string nvrtcVersionString() {
   auto v = nvrtcVersion();
@@ -36,6 +35,10 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelCode &kernel,
   out.ptx = std::move(compiled->ptx);
   out.log = std::move(compiled->log);
   readPtxasReport(out);
+  if (const int64_t most = maxSharedPerBlock(target);
+      out.staticSharedBytes + kernel.dynamicSharedBytes > most)
+    return llvm::createStringError(
+        sharedMemoryFault(kernel, out.staticSharedBytes, target, most));
   return out;
 }
 

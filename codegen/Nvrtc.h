@@ -18,13 +18,20 @@ struct CompiledKernel {
   std::string cubin, ptx, log;
   int registers = -1;
   int spillStores = -1, spillLoads = -1; // bytes
+  int64_t staticSharedBytes = 0;         // a block's, as ptxas declares it
 };
+
+/// ptxas -v's report in k.log: "Used 40 registers, N bytes smem" and "N
+/// bytes spill stores, M bytes spill loads".
+void readPtxasReport(CompiledKernel &k);
 
 /// NVRTC's version, "13.0" ("(none)" without libnvrtc).
 std::string nvrtcVersionString();
 
 /// Compiles one kernel (runtime/cuda/Nvrtc) and reads ptxas' report. A
-/// failure names the kernel and carries NVRTC's log.
+/// failure names the kernel and carries NVRTC's log; a kernel whose static
+/// and dynamic shared memory pass what `target` lets a block hold
+/// (maxSharedPerBlock) fails too, naming both and the way out.
 llvm::Expected<CompiledKernel> compileKernel(const KernelCode &kernel,
                                              const std::string &target);
 

@@ -21,6 +21,19 @@ std::string cudaPrelude() {
 // NVRTC has no <math.h>: -infinity by its bits.
 #define KILN_NEG_INF __int_as_float(0xff800000)
 
+// A block's buffer of BYTES in dynamic shared memory, past the 48 KiB of
+// static shared memory a block may declare: each launch passes the bytes
+// (CudaKernel::dynamicSharedBytes). The emulator holds it as static shared
+// memory and checks the launch passed enough.
+#ifdef KILN_CUDA_EMU_H
+#define KILN_DYNAMIC_SHARED(name, BYTES)                                       \
+  __shared__ __align__(16) unsigned char name[BYTES];                          \
+  kiln_emu::requireDynamicShared(BYTES)
+#else
+#define KILN_DYNAMIC_SHARED(name, BYTES)                                       \
+  extern __shared__ __align__(16) unsigned char name[]
+#endif
+
 // Sum and maximum across the 32 lanes of a warp; every lane gets the result.
 __device__ __forceinline__ float kiln_warp_sum(float v) {
 #pragma unroll

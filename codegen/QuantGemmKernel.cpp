@@ -54,6 +54,51 @@ using namespace mlir;
 
 namespace kiln {
 
+namespace {
+/// Decode's staged buffer, one block's: x's row (2 bytes a column), the
+/// block's groups (scales, mins, zero points) where everything fits the 48
+/// KiB of static shared memory beside them, and RAW's sums of x's chunks.
+/// The template lays it out, and asserts the same size. Past 48 KiB
+/// without the groups (a row of more than about 23000 columns) it is
+/// dynamic shared memory, and the groups are staged too where the block
+/// leaves room for two an SM.
+struct DecodeStage {
+  bool groups = false;
+  int64_t bytes = 0;
+  bool dynamic = false;
+};
+DecodeStage decodeStage(const QuantFormat &f, const QuantLayout &layout,
+                        int64_t kdim, int parts, int tilesPerBlock, int splitK,
+                        bool quantStage) {
+  // As the template's: RAW (grouped int4 and int8), XCHUNK, SG,
+  // ENTRY_BYTES, the split-K sums' red.
+  const int64_t group = f.group ? f.group : kdim;
+  const bool raw = f.kind != QuantKind::FP8 && layout.groups != 1;
+  const int64_t xseg = (group / 2) % 32 == 0   ? 32
+                       : (group / 2) % 16 == 0 ? 16
+                                               : 8;
+  const int64_t chunkBytes = raw ? 4 * (kdim / (2 * xseg)) : 0;
+  const int64_t groupBytes = int64_t(parts) * tilesPerBlock * layout.groups *
+                             8 * ((f.mins ? 16 : 4) + (f.zeroPoints ? 2 : 0));
+  const int64_t redBytes =
+      splitK > 1 ? int64_t(tilesPerBlock) * splitK * parts * 2 * 8 * 4 : 0;
+  // The rest of the block's static shared memory (the sums of squares, the
+  // residuals, fused_qkv's slot) is within 1 KiB.
+  const int64_t others = 2 * kdim + chunkBytes + redBytes + 1024;
+  // Static shared memory's 48 KiB; past it (x alone), what leaves two
+  // blocks an SM on sm_80 (164 KiB, 1 KiB reserved a block): the blocks of
+  // 512 threads that make 32 warps.
+  constexpr int64_t kStatic = 48 * 1024, kTwoBlocks = 164 * 1024 / 2 - 1024;
+  const bool dynamic = others > kStatic;
+  DecodeStage s;
+  s.groups =
+      quantStage && others + groupBytes <= (dynamic ? kTwoBlocks : kStatic);
+  s.bytes = 2 * kdim + (s.groups ? groupBytes : 0) + chunkBytes;
+  s.dynamic = dynamic;
+  return s;
+}
+} // namespace
+
 llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
                                          const CodegenOptions &opts,
                                          Phase phase, bool fused,
@@ -197,8 +242,16 @@ llvm::Expected<CudaKernel> emitQuantGemm(Operation *op,
      << (phase == Phase::decode ? "true" : "false")
      << "; // x's row in shared memory, in B fragment order\n";
   os << "constexpr int THREADS = 32 * TPB * SPLIT_K;\n";
-  os << "constexpr bool QUANT_STAGE = " << (opts.quantStage ? "true" : "false")
-     << "; // decode's groups in shared memory where they fit (quant-stage)\n";
+  const DecodeStage stage =
+      phase == Phase::decode
+          ? decodeStage(*quant, layout, kdim, swiglu ? 2 : 1, tilesPerBlock,
+                        splitK, opts.quantStage)
+          : DecodeStage{false, 16, false};
+  k.dynamicSharedBytes = stage.dynamic ? stage.bytes : 0;
+  os << "constexpr bool STAGE_GROUPS = " << (stage.groups ? "true" : "false")
+     << "; // decode's groups in shared memory (decodeStage, quant-stage)\n";
+  os << "constexpr int STAGED_BYTES = " << stage.bytes
+     << "; // decode's x, groups and sums of x's chunks\n";
   os << "constexpr bool FUSED = " << (fused ? "true" : "false")
      << ", SWIGLU = " << (swiglu ? "true" : "false")
      << ", RESIDUAL = " << (fused && shape.residual ? "true" : "false")
@@ -346,15 +399,6 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // padding columns of x); a batch's every accumulator.
   constexpr int RED_VALUES = STAGE_X ? PARTS * 2 : PARTS * NT * 4,
                 RED_LANES = STAGE_X ? 8 : 32;
-  constexpr int RED_BYTES =
-      SPLIT_K > 1 ? TPB * SPLIT_K * RED_VALUES * RED_LANES * 4 : 0;
-  // The rest of the block's shared memory: xs, the sums of squares, the
-  // residuals, the sums of x's chunks (1 KB covers all but xs, red and
-  // the chunks).
-  constexpr int OTHER_BYTES =
-      2 * K + RED_BYTES + (RAW ? 4 * (K / XCHUNK) : 0) + 1024;
-  constexpr bool STAGE_GROUPS = STAGE_X && QUANT_STAGE &&
-                               OTHER_BYTES + SG * ENTRY_BYTES <= 48 * 1024;
   // The staged groups: the scales' section (SG pairs of f16, or of f32
   // with mins), then the mins' (f32 pairs), then the zero points' (u8
   // pairs), each [PARTS][TPB][GROUPS][8] entries (rows g and g + 8).
@@ -366,9 +410,17 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // is taken for a copy costs the window's base, S2UR and three more, at
   // every use the register cap does not let the compiler keep).
   constexpr int CHUNKS_OFF = 2 * K + (STAGE_GROUPS ? SG * ENTRY_BYTES : 0);
-  __shared__ __align__(16) unsigned char
-      staged[STAGE_X ? CHUNKS_OFF + (RAW ? 4 * (K / XCHUNK) : 0) : 16];
-  __half *const xs = reinterpret_cast<__half *>(staged); // [K] with STAGE_X
+  static_assert(!STAGE_X ||
+                    STAGED_BYTES == CHUNKS_OFF + (RAW ? 4 * (K / XCHUNK) : 0),
+                "the staged buffer as kiln sized it (decodeStage)");
+)cuda";
+  // Past 48 KiB (a long row of x: llama2-70b's down_proj) in dynamic
+  // shared memory, which a launch may make larger.
+  if (stage.dynamic)
+    os << "  KILN_DYNAMIC_SHARED(staged, STAGED_BYTES); // [STAGED_BYTES]\n";
+  else
+    os << "  __shared__ __align__(16) unsigned char staged[STAGED_BYTES];\n";
+  os << R"cuda(  __half *const xs = reinterpret_cast<__half *>(staged); // [K] with STAGE_X
   unsigned char *const group_stage = // [SG * ENTRY_BYTES] with STAGE_GROUPS
       staged + (STAGE_X ? 2 * K : 0);
   float *const x_chunks = // [K / XCHUNK] with RAW
@@ -404,8 +456,13 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // Every thread's pairs are in the row (no bound check: a predicated
   // assignment put x's pairs in local memory under the register cap).
   constexpr bool WHOLE_X = K % (2 * THREADS) == 0;
-  __half2 g_pairs[STAGE_X && NORM ? XPT : 1];
-  if constexpr (STAGE_X && NORM) {
+  // Held at once, more than 16 pairs a thread spill under the register cap
+  // (llama2-70b's down_proj: 28): a longer row's are loaded in batches of
+  // XB, a round trip each, g's with them.
+  constexpr int X_BATCHES = (XPT + 15) / 16,
+                XB = (XPT + X_BATCHES - 1) / X_BATCHES;
+  __half2 g_pairs[STAGE_X && NORM && X_BATCHES == 1 ? XPT : 1];
+  if constexpr (STAGE_X && NORM && X_BATCHES == 1) {
 #pragma unroll
     for (int i = 0; i < XPT; ++i) {
       const int j = 2 * (threadIdx.x + i * THREADS);
@@ -447,68 +504,76 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // (t's columns 2t, 2t + 1, 2t + 8, 2t + 9, then the same 16 on, side by
   // side: one 16-byte load a pair of k-steps; without X_PAIRS each 16
   // columns, one 8-byte load a k-step), instead of four loads from global
-  // memory a k-step. Every load of x
-  // is issued before the first store, and a fused RMSNorm's sum of
-  // squares and RAW's sums of x's chunks are taken on the way, reduced
-  // at the same barrier: one round trip to x, not one a pair and another
-  // for each sum.
+  // memory a k-step. Every load of x (of a batch, in a long row) is
+  // issued before the first store, and a fused RMSNorm's sum of squares
+  // and RAW's sums of x's chunks are taken on the way, reduced at the same
+  // barrier: one round trip to x (a batch), not one a pair and another for
+  // each sum.
   __shared__ float x_squares[THREADS / 32]; // [warps] with a fused RMSNorm
   __shared__ float residuals[RESIDUAL ? 16 * TPB : 1]; // [16 * TPB]
   float rms_scale = 1.0f;
   static_assert(STAGE_X || !FUSED, "decode fuses its epilogue, no other");
   if constexpr (STAGE_X) {
-    __half2 x_pairs[XPT];
-#pragma unroll
-    for (int i = 0; i < XPT; ++i) {
-      const int j = 2 * (threadIdx.x + i * THREADS);
-      if (WHOLE_X || j < K) {
-        if constexpr (PERM)
-          x_pairs[i] =
-              __halves2half2(x[row0 * K + perm[j]], x[row0 * K + perm[j + 1]]);
-        else
-          x_pairs[i] = *reinterpret_cast<const __half2 *>(x + row0 * K + j);
-      }
-    }
     float squares = 0.0f;
-    float chunk[RAW ? XPT : 1]; // this thread's pairs as staged, summed
 #pragma unroll
-    for (int i = 0; i < XPT; ++i) {
-      const int j = 2 * (threadIdx.x + i * THREADS);
-      if constexpr (RAW)
-        chunk[i] = 0.0f;
-      if (WHOLE_X || j < K) {
-        __half2 v = x_pairs[i];
-        if constexpr (RMS) {
-          const float2 f = __half22float2(v);
-          squares += f.x * f.x + f.y * f.y;
+    for (int b = 0; b < XPT; b += XB) { // pairs b to b + XB
+      __half2 x_pairs[XB], g_batch[NORM && X_BATCHES > 1 ? XB : 1];
+#pragma unroll
+      for (int i = 0; i < XB; ++i) {
+        const int j = 2 * (threadIdx.x + (b + i) * THREADS);
+        if (b + i < XPT && (WHOLE_X || j < K)) {
+          if constexpr (PERM)
+            x_pairs[i] =
+                __halves2half2(x[row0 * K + perm[j]], x[row0 * K + perm[j + 1]]);
+          else
+            x_pairs[i] = *reinterpret_cast<const __half2 *>(x + row0 * K + j);
+          if constexpr (NORM && X_BATCHES > 1)
+            g_batch[i] = *reinterpret_cast<const __half2 *>(gs + j);
         }
-        if constexpr (NORM)
-          v = __hmul2(v, g_pairs[i]);
-        if constexpr (RAW) {
-          const float2 f = __half22float2(v); // the values the mmas take
-          chunk[i] = f.x + f.y;
-        }
-        const int c = j & (X_PAIRS ? 31 : 15), cc = c & 15;
-        *reinterpret_cast<__half2 *>(xs + (j - c) +
-                                     (cc & 7) * (X_PAIRS ? 4 : 2) +
-                                     (cc >> 3) * 2 + (c >> 4) * 4) = v;
       }
-    }
-    if constexpr (RMS) {
-      squares = kiln_warp_sum(squares);
-      if (lane == 0)
-        x_squares[warp] = squares;
-    }
-    if constexpr (RAW) { // a warp's pairs are 64 columns in a row
+      float chunk[RAW ? XB : 1]; // this thread's pairs as staged, summed
 #pragma unroll
-      for (int i = 0; i < XPT; ++i) {
-        float v = chunk[i];
+      for (int i = 0; i < XB; ++i) {
+        const int j = 2 * (threadIdx.x + (b + i) * THREADS);
+        if constexpr (RAW)
+          chunk[i] = 0.0f;
+        if (b + i < XPT && (WHOLE_X || j < K)) {
+          __half2 v = x_pairs[i];
+          if constexpr (RMS) {
+            const float2 f = __half22float2(v);
+            squares += f.x * f.x + f.y * f.y;
+          }
+          if constexpr (NORM)
+            v = __hmul2(v, X_BATCHES > 1 ? g_batch[i] : g_pairs[b + i]);
+          if constexpr (RAW) {
+            const float2 f = __half22float2(v); // the values the mmas take
+            chunk[i] = f.x + f.y;
+          }
+          const int c = j & (X_PAIRS ? 31 : 15), cc = c & 15;
+          *reinterpret_cast<__half2 *>(xs + (j - c) +
+                                       (cc & 7) * (X_PAIRS ? 4 : 2) +
+                                       (cc >> 3) * 2 + (c >> 4) * 4) = v;
+        }
+      }
+      // The sum of squares once every batch is in it, before the last
+      // batch's chunks (in the other order, llama2-7b's int4-g32 QKV
+      // spilled 15 bytes on sm_90).
+      if (RMS && b + XB >= XPT) {
+        squares = kiln_warp_sum(squares);
+        if (lane == 0)
+          x_squares[warp] = squares;
+      }
+      if constexpr (RAW) { // a warp's pairs are 64 columns in a row
 #pragma unroll
-        for (int o = XSEG / 2; o > 0; o /= 2)
-          v += __shfl_xor_sync(0xffffffffu, v, o);
-        const int j = 2 * (threadIdx.x + i * THREADS);
-        if (lane % XSEG == 0 && (WHOLE_X || j < K))
-          x_chunks[j / XCHUNK] = v;
+        for (int i = 0; i < XB; ++i) {
+          float v = chunk[i];
+#pragma unroll
+          for (int o = XSEG / 2; o > 0; o /= 2)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+          const int j = 2 * (threadIdx.x + (b + i) * THREADS);
+          if (lane % XSEG == 0 && b + i < XPT && (WHOLE_X || j < K))
+            x_chunks[j / XCHUNK] = v;
+        }
       }
     }
     if (RESIDUAL && threadIdx.x < 16 * TPB)
@@ -789,8 +854,16 @@ kiln_stage_groups(void *to, const unsigned char *section) {
   // tiles refilled went out late, behind the pass's work; where groups
   // are loaded in the loop, and for SwiGLU with mins on sm_80, whole
   // passes spilled).
+  // Not whole in one-tile GEMVs of rows of 8192 columns or more in blocks
+  // of several tiles (llama2-70b's, 2 tiles a block: o_proj in int4-g32
+  // and int4-g64, down_proj in int4-g128-zp, spans of 4 and 14 passes,
+  // spilled a register the loop reloaded every pass; 7b's down_proj, one
+  // tile a block, is whole and clean, and 70b's gate/up waited for loads
+  // when not whole).
   constexpr bool STAGED = STAGE_X && (STAGE_GROUPS || ONE_GROUP);
-  constexpr bool WHOLE = STAGED && WHOLE_PASSES && !(SWIGLU && MINS);
+  constexpr bool WHOLE =
+      STAGED && WHOLE_PASSES && !(SWIGLU && MINS) &&
+      (SWIGLU || SPAN <= UNROLL || TPB == 1 || K < 8192);
   constexpr bool REFILL = STAGED && !SWIGLU;
   // The loads of [from, from + UNROLL) into `into`.
   auto issue = [&](uint4(&into)[PARTS][UNROLL], int from) {

@@ -761,16 +761,16 @@ std::optional<SmLimits> smLimitsFor(StringRef target) {
   // (as the SASS of kiln's kernels reads them).
   SmLimits l;
   if (target == "sm_90")
-    l = {"H100/H200 SXM", 132,       2048, 32,   65536,
-         228 * 1024,      48 * 1024, 1024, 0x210};
+    l = {"H100/H200 SXM", 132, 2048, 32, 65536, 228 * 1024, 0, 1024, 0x210};
   else if (target == "sm_80")
-    l = {"A100", 108, 2048, 32, 65536, 164 * 1024, 48 * 1024, 1024, 0x160};
+    l = {"A100", 108, 2048, 32, 65536, 164 * 1024, 0, 1024, 0x160};
   else if (target == "sm_86")
-    l = {"A40", 84, 1536, 16, 65536, 100 * 1024, 48 * 1024, 1024, 0x160};
+    l = {"A40", 84, 1536, 16, 65536, 100 * 1024, 0, 1024, 0x160};
   else if (target == "sm_89")
-    l = {"L40S", 142, 1536, 24, 65536, 100 * 1024, 48 * 1024, 1024, 0x160};
+    l = {"L40S", 142, 1536, 24, 65536, 100 * 1024, 0, 1024, 0x160};
   else
     return std::nullopt;
+  l.sharedPerBlock = maxSharedPerBlock(target.str());
   return l;
 }
 
@@ -1036,8 +1036,10 @@ absl::StatusOr<KernelAudit> auditKernel(const Bundle &bundle, int index,
     a.launched = true;
     a.threads = launch->blockThreads;
     a.gridBlocks = launch->grid[0] * launch->grid[1] * launch->grid[2];
-    a.blocksPerSmLimit = blocksPerSm(*sm, a.threads, a.resources.registers,
-                                     a.resources.sharedBytes);
+    a.dynamicSharedBytes = k.dynamicSharedBytes;
+    a.blocksPerSmLimit =
+        blocksPerSm(*sm, a.threads, a.resources.registers,
+                    a.resources.sharedBytes + a.dynamicSharedBytes);
     a.warpsPerSm = a.blocksPerSmLimit * int((a.threads + 31) / 32);
     a.residentBlocksPerSm = std::min<double>(
         a.blocksPerSmLimit, double(a.gridBlocks) / double(sm->sms));
@@ -1130,6 +1132,7 @@ std::optional<double> metric(const KernelAudit &a, StringRef name) {
       {"spill_bytes", double(r.spillStoreBytes + r.spillLoadBytes)},
       {"stack_bytes", double(r.stackBytes)},
       {"shared_bytes", double(r.sharedBytes)},
+      {"dynamic_shared_bytes", double(a.dynamicSharedBytes)},
       {"threads", double(a.threads)},
       {"grid_blocks", double(a.gridBlocks)},
       {"blocks_per_sm", a.blocksPerSmLimit},
@@ -1226,11 +1229,12 @@ std::string formatJson(const std::vector<KernelAudit> &audits) {
         {"launched", a.launched},
     };
     for (const char *k :
-         {"regs", "spill_bytes", "stack_bytes", "shared_bytes", "threads",
-          "grid_blocks", "blocks_per_sm", "warps_per_sm",
-          "resident_blocks_per_sm", "weight_bytes_in_flight", "kb_in_flight",
-          "weight_kb_in_flight", "kb_loop_bound", "weight_loads_before_wait",
-          "input_loads_before_wait", "unwaited_loads", "unwaited_stores"})
+         {"regs", "spill_bytes", "stack_bytes", "shared_bytes",
+          "dynamic_shared_bytes", "threads", "grid_blocks", "blocks_per_sm",
+          "warps_per_sm", "resident_blocks_per_sm", "weight_bytes_in_flight",
+          "kb_in_flight", "weight_kb_in_flight", "kb_loop_bound",
+          "weight_loads_before_wait", "input_loads_before_wait",
+          "unwaited_loads", "unwaited_stores"})
       o[k] = *metric(a, k);
     o["LDL"] = a.ldl;
     o["STL"] = a.stl;

@@ -200,8 +200,8 @@ struct SmLimits {
 std::optional<SmLimits> smLimitsFor(llvm::StringRef target);
 
 /// Blocks of `threads` threads using `registers` registers each and
-/// `sharedBytes` of static shared memory one SM holds at once (0: none
-/// fits), with cuda_occupancy.h's rules: registers allocated per warp in
+/// `sharedBytes` of shared memory (static and dynamic) one SM holds at once (0:
+/// none fits), with cuda_occupancy.h's rules: registers allocated per warp in
 /// units of 256, warps spread over 4 sub-partitions; shared memory in units
 /// of 128 bytes, plus the reserved 1 KiB per block.
 int blocksPerSm(const SmLimits &sm, int64_t threads, int registers,
@@ -230,6 +230,7 @@ struct KernelAudit {
   std::string kernel, target;
   Resources resources;
   int ldl = 0, stl = 0;           // local memory instructions
+  int64_t dynamicSharedBytes = 0; // a block's, beside resources' static
   int64_t threads = 0;            // per block, of the launch below
   int64_t gridBlocks = 0;         // of the launch below
   int blocksPerSmLimit = 0;       // occupancy: what fits on an SM

@@ -108,11 +108,15 @@ Json programJson(const Bundle &b) {
   const Program &p = b.program;
   Json kernels = Json::array(), weights = Json::array(),
        launches = Json::array();
-  for (const KernelCode &k : p.kernels)
-    kernels.push_back({{"name", k.name},
-                       {"entry", k.entry},
-                       {"provenance", k.provenance},
-                       {"params", k.params}});
+  for (const KernelCode &k : p.kernels) {
+    Json kernel = {{"name", k.name},
+                   {"entry", k.entry},
+                   {"provenance", k.provenance},
+                   {"params", k.params}};
+    if (k.dynamicSharedBytes > 0)
+      kernel["dynamic_shared"] = k.dynamicSharedBytes;
+    kernels.push_back(std::move(kernel));
+  }
   for (const WeightBuffer &w : p.weights) {
     Json sources = Json::array();
     for (const WeightSource &s : w.sources) {
@@ -442,11 +446,21 @@ absl::Status readProgram(const Json &j, Bundle &b) {
   if (p.dequantizedHalves < 0 || p.dequantizedHalves > (int64_t(1) << 40))
     return absl::InvalidArgumentError(
         absl::StrCat("dequantized_halves is ", p.dequantizedHalves));
-  for (const Json &k : j.at("kernels"))
-    p.kernels.push_back({k.at("name").get<std::string>(),
-                         k.at("entry").get<std::string>(), "",
-                         k.value("provenance", std::string()),
-                         jsonInteger<int>(k.at("params"))});
+  for (const Json &k : j.at("kernels")) {
+    p.kernels.push_back(
+        {k.at("name").get<std::string>(), k.at("entry").get<std::string>(), "",
+         k.value("provenance", std::string()), jsonInteger<int>(k.at("params")),
+         k.contains("dynamic_shared")
+             ? jsonInteger<int64_t>(k.at("dynamic_shared"))
+             : 0});
+    // No GPU lets a block hold more (maxSharedPerBlock).
+    const int64_t shared = p.kernels.back().dynamicSharedBytes;
+    if (shared < 0 || shared > maxSharedPerBlock("sm_90"))
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel ", p.kernels.back().name, " asks for ", shared,
+                       " bytes of dynamic shared memory a block (0 to ",
+                       maxSharedPerBlock("sm_90"), ")"));
+  }
   std::map<std::string, bool> weightNames;
   for (const Json &w : j.at("weights")) {
     WeightBuffer buffer{w.at("name").get<std::string>(),

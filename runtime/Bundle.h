@@ -20,7 +20,7 @@
 namespace kiln {
 
 /// The bundle format version this kiln writes; it reads only this one.
-constexpr int kBundleVersion = 8;
+constexpr int kBundleVersion = 9;
 
 struct Bundle {
   std::string model; // what it was compiled from

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -64,7 +65,41 @@ struct KernelCode {
   std::string source;     // CUDA C++
   std::string provenance; // kiln.name of its first op: where it comes from
   int params = 0;         // how many arguments every launch passes
+  /// Dynamic shared memory every launch passes (bytes a block): a buffer
+  /// past the 48 KiB of static shared memory a block may declare.
+  int64_t dynamicSharedBytes = 0;
 };
+
+/// The most shared memory, static and dynamic, a block may opt into on
+/// `target` (the CUDA C++ Programming Guide's table of technical
+/// specifications per compute capability); 48 KiB, what every GPU allows
+/// without opting in, for a target not in it.
+inline int64_t maxSharedPerBlock(std::string_view target) {
+  if (target == "sm_90" || target == "sm_100")
+    return 227 * 1024;
+  if (target == "sm_80" || target == "sm_87")
+    return 163 * 1024;
+  if (target == "sm_86" || target == "sm_89" || target == "sm_120")
+    return 99 * 1024;
+  if (target == "sm_70")
+    return 96 * 1024;
+  if (target == "sm_75")
+    return 64 * 1024;
+  return 48 * 1024;
+}
+
+/// Why kernel `k`, with `staticBytes` of static shared memory, does not
+/// run on `target`, whose blocks hold at most `most` bytes.
+inline std::string sharedMemoryFault(const KernelCode &k, int64_t staticBytes,
+                                     std::string_view target, int64_t most) {
+  return "kernel " + k.name + " needs " +
+         std::to_string(staticBytes + k.dynamicSharedBytes) +
+         " bytes of shared memory a block (" + std::to_string(staticBytes) +
+         " static, " + std::to_string(k.dynamicSharedBytes) + " dynamic), " +
+         std::string(target) + " allows " + std::to_string(most) +
+         ": its rows are too long for one GPU of it; split them over GPUs "
+         "(--tp)";
+}
 
 /// Which rows of its plan a GEMM multiplies (GemmShape::rows).
 enum class GemmRows {

@@ -137,7 +137,7 @@ struct LaunchCost {
   std::array<int64_t, 3> grid = {1, 1, 1};
   int64_t threads = 0;
   int registers = 0;
-  int64_t sharedBytes = 0;
+  int64_t sharedBytes = 0; // a block's, static and dynamic
   double hbmBytes = 0, l2Bytes = 0, flops = 0;
   /// Bytes each thread keeps in flight per load (16 for 8-half vectors).
   int loadBytes = 16;

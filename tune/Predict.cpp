@@ -16,7 +16,7 @@ namespace kiln {
 KernelFacts kernelFacts(const sass::KernelAudit &a) {
   KernelFacts f;
   f.registers = a.resources.registers;
-  f.sharedBytes = a.resources.sharedBytes;
+  f.sharedBytes = a.resources.sharedBytes + a.dynamicSharedBytes;
   auto count = [&](const char *key) {
     auto it = a.mix.find(key);
     return it == a.mix.end() ? 0 : it->second;

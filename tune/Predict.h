@@ -30,7 +30,7 @@ namespace kiln {
 /// What the cost model takes from a kernel's SASS audit.
 struct KernelFacts {
   int registers = 0;
-  int64_t sharedBytes = 0;
+  int64_t sharedBytes = 0; // a block's, static and dynamic
   /// Bytes each thread keeps in flight: its steady-state loop's (the loads
   /// issued before the first use of one), or, for a kernel without a loop
   /// that loads, every global load it makes (all issued at once).

@@ -9,7 +9,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Parallel.h"
-#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "absl/strings/str_cat.h"
@@ -243,15 +242,6 @@ LaunchCost traffic(const TuneFamily &f, Operation *op, const CudaKernel &k,
   return l;
 }
 
-/// ptxas -v: "N bytes smem".
-int64_t sharedBytes(const std::string &log) {
-  llvm::SmallVector<llvm::StringRef> m;
-  int64_t bytes = 0;
-  if (llvm::Regex("([0-9]+) bytes smem").match(log, &m))
-    m[1].getAsInteger(10, bytes);
-  return bytes;
-}
-
 struct Figures {
   int registers = 0;
   int64_t shared = 0;
@@ -461,9 +451,7 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
       std::map<std::string, KernelCode> codes; // by source: compile once
       for (const Candidate &c : candidates)
         for (const auto &[op, k] : c.kernels)
-          codes.emplace(k.source,
-                        KernelCode{k.kernel, k.entry, k.source, k.provenance,
-                                   int(k.params.size())});
+          codes.emplace(k.source, kernelCode(k));
       std::vector<const KernelCode *> jobs;
       for (const auto &[source, code] : codes)
         jobs.push_back(&code);
@@ -479,7 +467,8 @@ tune(ModuleOp module, const TuneOptions &opts, KernelCache &cache,
           return;
         }
         figures[jobs[i]->source] = {(*compiled)[0].registers,
-                                    sharedBytes((*compiled)[0].log)};
+                                    (*compiled)[0].staticSharedBytes +
+                                        jobs[i]->dynamicSharedBytes};
       });
 
       TuningKey key{gpu->name, opts.target, "none",

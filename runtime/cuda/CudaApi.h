@@ -49,6 +49,8 @@ namespace kiln {
   X(moduleLoadData, cuModuleLoadData, "cuModuleLoadData")                      \
   X(moduleUnload, cuModuleUnload, "cuModuleUnload")                            \
   X(moduleGetFunction, cuModuleGetFunction, "cuModuleGetFunction")             \
+  X(funcGetAttribute, cuFuncGetAttribute, "cuFuncGetAttribute")                \
+  X(funcSetAttribute, cuFuncSetAttribute, "cuFuncSetAttribute")                \
   X(launchKernel, cuLaunchKernel, "cuLaunchKernel")                            \
   X(streamCreate, cuStreamCreate, "cuStreamCreate")                            \
   X(streamDestroy, cuStreamDestroy_v2, "cuStreamDestroy_v2")                   \

@@ -227,6 +227,23 @@ std::vector<KernelImage> kernelImages(const std::string &kernel,
   return images;
 }
 
+absl::Status CudaDevice::allowDynamicShared(const KernelCode &k,
+                                            CUfunction function) {
+  int most = 0, fixed = 0;
+  KILN_CU(deviceGetAttribute(
+      &most, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, gpu_));
+  KILN_CU(
+      funcGetAttribute(&fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function));
+  if (fixed + k.dynamicSharedBytes > most)
+    return absl::FailedPreconditionError(
+        "cuda device: " +
+        sharedMemoryFault(k, fixed, "this GPU (" + target_ + ")", most));
+  KILN_CU(funcSetAttribute(function,
+                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           int(k.dynamicSharedBytes)));
+  return absl::OkStatus();
+}
+
 absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
                                      const KernelBinaries &ptx) {
   int fellBack = 0;     // kernels loaded from other than their first image
@@ -282,6 +299,9 @@ absl::Status CudaDevice::loadKernels(const KernelBinaries &cubin,
     CUfunction function;
     KILN_CU(moduleGetFunction(&function, module, k.entry.c_str()));
     functions_.push_back(function);
+    if (k.dynamicSharedBytes > 0) // past 48 KiB a block must opt in
+      if (absl::Status s = allowDynamicShared(k, function); !s.ok())
+        return s;
   }
   if (fellBack > 0)
     std::fprintf(stderr,
@@ -687,7 +707,9 @@ absl::Status CudaDevice::enqueue(const Launch &l) {
 absl::Status CudaDevice::launchKernel(const Launch &l, void **params) {
   CUfunction f = functions_[l.kernel];
   const unsigned gx = unsigned(l.grid[0]), gy = unsigned(l.grid[1]),
-                 gz = unsigned(l.grid[2]), threads = unsigned(l.blockThreads);
+                 gz = unsigned(l.grid[2]), threads = unsigned(l.blockThreads),
+                 shared =
+                     unsigned(program_.kernels[l.kernel].dynamicSharedBytes);
   // Not in a timed step: each launch's own time is measured between two
   // events, without overlap.
   if (pdl_ && waits_[l.kernel] && (pdlInGraphs_ || !capturing_) && !timing_) {
@@ -697,14 +719,15 @@ absl::Status CudaDevice::launchKernel(const Launch &l, void **params) {
     KilnLaunchAttribute attr = {};
     attr.id = kLaunchAttributeProgrammaticStreamSerialization;
     attr.value.programmaticStreamSerializationAllowed = 1;
-    KilnLaunchConfig config = {gx, gy, gz, threads, 1, 1, 0, stream_, &attr, 1};
+    KilnLaunchConfig config = {gx, gy,     gz,      threads, 1,
+                               1,  shared, stream_, &attr,   1};
     CUresult r = cu_->launchKernelEx(&config, f, params, nullptr);
     if (r == CUDA_SUCCESS)
       return absl::OkStatus();
     // The same launch without the attribute: when it goes, the attribute
     // was what the driver refused (else the error is another's, e.g. an
     // earlier kernel's fault, and is returned).
-    KILN_CU(launchKernel(f, gx, gy, gz, threads, 1, 1, 0, stream_, params,
+    KILN_CU(launchKernel(f, gx, gy, gz, threads, 1, 1, shared, stream_, params,
                          nullptr));
     pdl_ = false;
     const char *name = nullptr;
@@ -715,8 +738,8 @@ absl::Status CudaDevice::launchKernel(const Launch &l, void **params) {
         "); each kernel starts after the one before it"));
     return absl::OkStatus();
   }
-  KILN_CU(
-      launchKernel(f, gx, gy, gz, threads, 1, 1, 0, stream_, params, nullptr));
+  KILN_CU(launchKernel(f, gx, gy, gz, threads, 1, 1, shared, stream_, params,
+                       nullptr));
   return absl::OkStatus();
 }
 

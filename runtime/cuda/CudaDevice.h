@@ -142,6 +142,9 @@ private:
   /// off), else plain. A driver that refuses the attribute gets the plain
   /// launch, and PDL is off from then on (said once).
   absl::Status launchKernel(const Launch &l, void **params);
+  /// Lets `function` take k's dynamic shared memory; an error naming the
+  /// kernel where the GPU's blocks cannot hold it.
+  absl::Status allowDynamicShared(const KernelCode &k, CUfunction function);
   /// Says once on stderr that PDL is off, and why.
   void reportPdlOff(const std::string &why);
   /// `r` of a call that waits for the step; its error names the plan.

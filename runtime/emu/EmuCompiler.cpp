@@ -57,13 +57,15 @@ std::string headersText(const std::string &header) {
   return text;
 }
 
-/// The entry point that runs the grid, appended to the kernel's source.
-std::string launcher(const std::string &entry) {
+/// The entry point that runs the grid, appended to the kernel's source,
+/// its launches passing the kernel's dynamic shared memory as the
+/// bundle recorded it.
+std::string launcher(const KernelCode &k) {
   return "\nextern \"C\" void kiln_emu_launch(unsigned gx, unsigned gy, "
          "unsigned gz, unsigned block, void **args) {\n"
-         "  kiln_emu::launch(dim3(gx, gy, gz), dim3(block), [&] {\n"
-         "    kiln_emu::call(&" +
-         entry + ", args);\n  });\n}\n";
+         "  kiln_emu::launch(dim3(gx, gy, gz), dim3(block), " +
+         std::to_string(k.dynamicSharedBytes) + "u, [&] {\n" +
+         "    kiln_emu::call(&" + k.entry + ", args);\n  });\n}\n";
 }
 
 /// Creates `path` holding `contents` unless it exists, never replacing it:
@@ -150,7 +152,7 @@ private:
 
 absl::StatusOr<EmuLaunchFn> compileOne(const KernelCode &k,
                                        CompileCommand &compile) {
-  std::string source = k.source + launcher(k.entry);
+  std::string source = k.source + launcher(k);
   std::string key = hash(compile.key + "\n" + compile.headers + "\n" + source);
   std::string dir = cacheDir();
   std::string so = dir + "/" + k.entry + "-" + key + ".so";

@@ -103,11 +103,24 @@ struct Block {
   /// instructions (fragments, row addresses); sized at their first use.
   std::vector<uint64_t> exchange;
   std::vector<MmaOperands> mmaOperands; // per warp (tensor_core_emu.h)
+  unsigned dynamicShared = 0;           // bytes the launch passed
 };
 
 inline thread_local Block *block = nullptr;
 
 inline Thread &self() { return *block->current; }
+
+/// KILN_DYNAMIC_SHARED: a launch that passes fewer bytes than the kernel's
+/// buffer would fail on a GPU (or have it read past its shared memory).
+inline void requireDynamicShared(unsigned bytes) {
+  if (block->dynamicShared < bytes) {
+    std::fprintf(stderr,
+                 "kiln emu: the kernel's dynamic shared memory is %u bytes, "
+                 "its launch passed %u\n",
+                 bytes, block->dynamicShared);
+    std::abort();
+  }
+}
 
 /// Fiber stacks, kept for the next block: a block of 256 threads would
 /// otherwise allocate and free 16 MiB of stacks, which the C library hands
@@ -335,9 +348,11 @@ template <typename Body> void runBlock(Block &b, Body &body) {
 
 /// Runs every block of the grid: OS threads take blocks one at a time, as
 /// SMs would, so blocks really run concurrently (and cross-block protocols
-/// such as split-KV's atomic ticket are exercised). KILN_EMU_THREADS caps
-/// the threads.
-template <typename Body> void launch(dim3 grid, dim3 dim, Body body) {
+/// such as split-KV's atomic ticket are exercised), each given the
+/// launch's `dynamicShared` bytes (what KILN_DYNAMIC_SHARED checks).
+/// KILN_EMU_THREADS caps the threads.
+template <typename Body>
+void launch(dim3 grid, dim3 dim, unsigned dynamicShared, Body body) {
   const unsigned total = grid.x * grid.y * grid.z;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   if (const char *cap = std::getenv("KILN_EMU_THREADS"); cap && *cap)
@@ -350,6 +365,7 @@ template <typename Body> void launch(dim3 grid, dim3 dim, Body body) {
       b.idx = {i % grid.x, i / grid.x % grid.y, i / (grid.x * grid.y)};
       b.dim = dim;
       b.grid = grid;
+      b.dynamicShared = dynamicShared;
       block = &b;
       runBlock(b, body);
       block = nullptr;

@@ -143,8 +143,7 @@ TEST(DequantizeWeightE4m3, IsTheCodesRowMajorAndTheScalesAsFloat) {
     std::vector<uint8_t> buf = packForKernels(q, norm ? g.data() : nullptr);
     CudaKernel k = emitDequantizeWeight(fp8, rows, cols, norm, "test.fp8w",
                                         smCount, /*e4m3=*/true);
-    auto fns = compileEmuKernels(
-        {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
+    auto fns = compileEmuKernels({kernelCode(k)});
     ASSERT_TRUE(fns.ok()) << fns.status();
     const int64_t padded = (rows + 15) / 16 * 16;
     std::vector<uint8_t> codes(padded * cols, 0xa5); // [padded, cols]

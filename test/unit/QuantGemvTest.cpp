@@ -12,7 +12,8 @@
 // (int4, int8, fp8) keep the exact dequantization and the same bound.
 // Also SwiGLU's fused GEMV (gate and up tiles a warp, two buffers of loads
 // in turn), over an odd number of passes and warps with no span, and
-// kiln tune's quant-warps: few warps a tile, each streaming a long span.
+// kiln tune's quant-warps: few warps a tile, each streaming a long span;
+// and llama2-70b's longest row, staged in dynamic shared memory.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CudaKernel.h"
@@ -154,8 +155,12 @@ TEST_P(QuantGemv, MatchesTheDotProductsInDouble) {
     EXPECT_NE(k.source.find("SPLIT_K = " + std::to_string(c.warps / tiles)),
               std::string::npos);
   }
-  auto fns = compileEmuKernels(
-      {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
+  // x's row passes 48 KiB of shared memory: a dynamic buffer.
+  const bool dynamic = 2 * c.cols > 48 * 1024;
+  EXPECT_EQ(k.dynamicSharedBytes > 0, dynamic);
+  EXPECT_EQ(k.source.find("KILN_DYNAMIC_SHARED(staged") != std::string::npos,
+            dynamic);
+  auto fns = compileEmuKernels({kernelCode(k)});
   ASSERT_TRUE(fns.ok()) << fns.status();
   const int64_t outs = c.swiglu ? c.rows / 2 : c.rows;
   std::vector<float> out(outs, NAN); // [1, outs] f32
@@ -201,6 +206,30 @@ TEST_P(QuantGemv, MatchesTheDotProductsInDouble) {
               c.format, (long long)c.rows, (long long)c.cols, worst);
 }
 
+// A launch that passes less dynamic shared memory than the kernel's buffer
+// would fail on a GPU: the emu device stops it, naming both sizes.
+TEST(QuantGemvDeathTest, ALaunchWithoutItsDynamicSharedMemoryStops) {
+  const Case c{"int4-g128", 32, 28672};
+  CudaKernel k = emitGemv(*QuantFormat::parse(c.format), c);
+  ASSERT_GT(k.dynamicSharedBytes, 48 * 1024);
+  KernelCode code = kernelCode(k);
+  code.dynamicSharedBytes = 48 * 1024;
+  auto fns = compileEmuKernels({code});
+  ASSERT_TRUE(fns.ok()) << fns.status();
+  std::vector<uint8_t> buf(
+      quantLayout(*QuantFormat::parse(c.format), c.rows, c.cols, false).bytes);
+  std::vector<uint16_t> x(c.cols);
+  std::vector<float> out(c.rows);
+  int count = 1;
+  std::vector<void *> args = {x.data(), buf.data(), out.data(), &count};
+  EXPECT_DEATH((*fns)[0](unsigned(k.grid[0]), unsigned(k.grid[1]),
+                         unsigned(k.grid[2]), unsigned(k.blockThreads),
+                         args.data()),
+               "the kernel's dynamic shared memory is " +
+                   std::to_string(k.dynamicSharedBytes) +
+                   " bytes, its launch passed 49152");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Formats, QuantGemv,
     ::testing::Values(Case{"int4-g128", 64, 4096}, Case{"int4-g128", 32, 11008},
@@ -226,7 +255,15 @@ INSTANTIATE_TEST_SUITE_P(
                       // thread's short; 4 in 512).
                       Case{"int4-g128", 64, 11008, false, 4, 8, true},
                       Case{"int4-g32-zp", 64, 11008, true, 4, 4, true},
-                      Case{"int4-g128", 64, 4096, false, 4, 0, true}),
+                      Case{"int4-g128", 64, 4096, false, 4, 0, true},
+                      // llama2-70b's down_proj row (28672 columns): x
+                      // (56 KiB) and the groups staged in dynamic shared
+                      // memory, x in two batches of 14 pairs a thread;
+                      // with g; and a mins format, whose groups (112 KiB)
+                      // are loaded in the loop.
+                      Case{"int4-g128", 32, 28672},
+                      Case{"int4-g128", 32, 28672, false, 4, 0, true},
+                      Case{"int4-g32-min", 32, 28672}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string name = info.param.format;
       std::replace(name.begin(), name.end(), '-', '_');

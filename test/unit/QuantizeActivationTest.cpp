@@ -64,8 +64,7 @@ TEST_P(QuantizeActivation, IsTheHostRuleOfXTimesG) {
     }
 
   CudaKernel k = emitQuantizeActivation(c.k, normAt, c.norm, "test.fp8a");
-  auto fns = compileEmuKernels(
-      {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
+  auto fns = compileEmuKernels({kernelCode(k)});
   ASSERT_TRUE(fns.ok()) << fns.status();
   std::vector<uint8_t> codes(rows * c.k, 0xa5); // [rows, K]
   std::vector<float> scales(rows, -7.0f);       // [rows]

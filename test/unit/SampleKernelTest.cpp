@@ -24,8 +24,7 @@ constexpr int64_t kVocab = 50;
 struct Sampler {
   explicit Sampler(int64_t vocab) : vocab(vocab) {
     CudaKernel k = emitSampler(vocab);
-    auto fns = compileEmuKernels(
-        {{k.kernel, k.entry, k.source, k.provenance, int(k.params.size())}});
+    auto fns = compileEmuKernels({kernelCode(k)});
     EXPECT_TRUE(fns.ok()) << fns.status();
     if (fns.ok())
       launch = (*fns)[0];

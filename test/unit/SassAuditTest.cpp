@@ -498,7 +498,8 @@ ptxas info    : Compile time = 117.189 ms
 
 // blocksPerSm against cudaOccMaxActiveBlocksPerMultiprocessor, NVIDIA's
 // occupancy calculator, given the same limits, over block sizes, register
-// counts and static shared memory.
+// counts and shared memory (past 48 KiB dynamic, the kernel opted in to
+// the target's most).
 TEST(SassAudit, OccupancyMatchesTheCudaOccupancyCalculator) {
   for (const char *target : {"sm_80", "sm_86", "sm_89", "sm_90"}) {
     SmLimits sm = *smLimitsFor(target);
@@ -510,23 +511,32 @@ TEST(SassAudit, OccupancyMatchesTheCudaOccupancyCalculator) {
     props.regsPerBlock = sm.registers;
     props.regsPerMultiprocessor = sm.registers;
     props.warpSize = 32;
-    props.sharedMemPerBlock = size_t(sm.sharedPerBlock);
+    props.sharedMemPerBlock = 48 * 1024; // without opting in
     props.sharedMemPerMultiprocessor = size_t(sm.sharedBytes);
     props.numSms = sm.sms;
-    props.sharedMemPerBlockOptin = size_t(sm.sharedBytes) - 1024;
+    props.sharedMemPerBlockOptin = size_t(sm.sharedPerBlock);
+    EXPECT_EQ(sm.sharedPerBlock, sm.sharedBytes - 1024) << target;
     props.reservedSharedMemPerBlock = size_t(sm.reservedShared);
     cudaOccDeviceState state;
     for (int threads : {32, 64, 96, 128, 192, 256, 384, 512, 1024})
       for (int regs :
            {16, 24, 25, 32, 40, 42, 48, 56, 64, 72, 96, 128, 168, 255})
-        for (int shared : {0, 128, 1152, 2081, 24708, 40000, 49152}) {
+        for (int shared : {0, 128, 1152, 2081, 24708, 40000, 49152, 59904,
+                           76800, 101376, 166912, 232448}) {
+          const bool dynamic = shared > 48 * 1024;
+          if (shared > sm.sharedPerBlock)
+            continue;
           cudaOccFuncAttributes attr;
           attr.maxThreadsPerBlock = 1024;
           attr.numRegs = regs;
-          attr.sharedSizeBytes = size_t(shared);
+          attr.sharedSizeBytes = dynamic ? 0 : size_t(shared);
+          attr.maxDynamicSharedSizeBytes = dynamic ? shared : 0;
+          attr.shmemLimitConfig =
+              dynamic ? FUNC_SHMEM_LIMIT_OPTIN : FUNC_SHMEM_LIMIT_DEFAULT;
           cudaOccResult result;
           ASSERT_EQ(cudaOccMaxActiveBlocksPerMultiprocessor(
-                        &result, &props, &attr, &state, threads, 0),
+                        &result, &props, &attr, &state, threads,
+                        dynamic ? shared : 0),
                     CUDA_OCC_SUCCESS);
           EXPECT_EQ(blocksPerSm(sm, threads, regs, shared),
                     result.activeBlocksPerMultiprocessor)

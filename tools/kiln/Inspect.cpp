@@ -163,6 +163,8 @@ int runInspect() {
       for (const auto &[target, bytes] : cubins->second)
         os << llvm::formatv(", {0}: cubin {1} bytes, ptx {2} bytes", target,
                             bytes.size(), bundle->ptx[k.name][target].size());
+    if (k.dynamicSharedBytes > 0)
+      os << ", " << k.dynamicSharedBytes << " bytes of dynamic shared memory";
     os << "\n";
   }
   os << "  weights   " << p.weights.size()
