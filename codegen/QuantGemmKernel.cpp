@@ -29,10 +29,11 @@
 // group bookkeeping. Decode's one token is staged in shared memory first
 // (times g, in the B fragments' order: one 8-byte load a lane a k-step,
 // by a .shared address taken once, into every column of B: the other
-// columns of C hold the same sums, which no one reads), all its loads at once,
-// a fused RMSNorm's sum of squares taken from them; the block's groups (scales,
-// mins, zero points) are copied beside it by cp.async with the first
-// loads of W (where they fit 48 KB), so that no group's flush waits for
+// columns of C hold the same sums, which no one reads), all its loads at once
+// (in batches in a long row), a fused RMSNorm's sum of squares taken from
+// them; the block's groups (scales, mins, zero points) are copied beside it
+// by cp.async with the first loads of W (where they fit 48 KB; a row of x
+// past that is in dynamic shared memory), so that no group's flush waits for
 // memory; a fused residual is loaded with x. The registers are capped for
 // 32 warps an SM (16 with SwiGLU). Rows at and past the step's count are
 // not loaded (zero fragments). It waits for the previous kernel (PDL)
